@@ -1,0 +1,165 @@
+"""Task graph of a pipeline instance (networkx), ASAP/ALAP windows and lower bounds.
+
+One node per action (:class:`~cpsched.model.Action`) with attributes ``duration`` (integer
+ticks) and ``device``; one edge per dependency of SPEC §1 with attribute ``lag`` (ticks): the
+p2p latency when the two actions run on different devices, else 0.  An edge ``u -> v`` with
+lag ``L`` means ``start(v) >= end(u) + L``.
+
+All times here are integer ticks (see :meth:`Instance.ticks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import networkx as nx
+
+from cpsched.instance import Instance
+from cpsched.model import Action, Kind, Overlap, default_actions
+
+#: ``fused(stage, microbatch)`` is True when that (stage, microbatch) runs one fused B.
+FusedRule = Callable[[int, int], bool]
+
+
+def duration(instance: Instance, action: Action) -> int:
+    """Duration of ``action`` in ticks (fused ``B`` lasts ``I + W`` with split backward)."""
+    s = action.stage
+    if action.kind == Kind.F:
+        x = instance.forward[s]
+    elif action.kind == Kind.B:
+        x = instance.backward[s]
+    elif action.kind == Kind.I:
+        x = instance.backward_input[s]
+    else:
+        x = instance.backward_weight[s]
+    return instance.ticks(x)
+
+
+def overlap_duration(instance: Instance, pair: Overlap) -> int:
+    """Duration in ticks of an overlapped F&B pair: ``overlap_forward_backward`` of the F's
+    stage when given, else the two run back to back (sum of the durations)."""
+    ov = instance.overlap_forward_backward
+    if ov is None:
+        return duration(instance, pair.forward) + duration(instance, pair.backward)
+    return instance.ticks(ov[pair.forward.stage])
+
+
+def dependencies(instance: Instance, action: Action, fused: FusedRule) -> list[tuple[Action, int]]:
+    """Predecessors of ``action`` with their lags (ticks), per SPEC §1.
+
+    ``fused(s, i)`` tells which backward kind (s, i) runs when split backward is on
+    (``B`` if fused, else ``I``); without split backward every backward is ``B``.
+    """
+    S = instance.num_stages
+    s, i, k = action.stage, action.microbatch, action.kind
+    lat = instance.ticks(instance.p2p_latency)
+    dev = instance.device_of(s, i)
+
+    def lag(other_stage: int) -> int:
+        return lat if instance.device_of(other_stage, i) != dev else 0
+
+    def bwd(stage: int) -> Action:
+        if not instance.split_backward or fused(stage, i):
+            return Action(Kind.B, stage, i)
+        return Action(Kind.I, stage, i)
+
+    if k == Kind.F:
+        return [(Action(Kind.F, s - 1, i), lag(s - 1))] if s > 0 else []
+    if k == Kind.W:
+        return [(Action(Kind.I, s, i), 0)]
+    # B or I
+    if s == S - 1:
+        return [(Action(Kind.F, s, i), 0)]
+    return [(bwd(s + 1), lag(s + 1))]
+
+
+def fused_rule_from(actions: Iterable[Action]) -> FusedRule:
+    """The fused rule implied by a set of actions (a (stage, mb) with a ``B`` is fused)."""
+    fused = {(a.stage, a.microbatch) for a in actions if a.kind == Kind.B}
+    return lambda s, i: (s, i) in fused
+
+
+def build_task_graph(instance: Instance, actions: Iterable[Action] | None = None) -> nx.DiGraph:
+    """The task graph of ``instance``.
+
+    Args:
+        actions: the action set (default :func:`~cpsched.model.default_actions`: ``F, B`` or
+            ``F, I, W`` for every (stage, microbatch)); pass a schedule's actions to honour
+            its fused ``B`` choices.
+
+    Returns:
+        ``nx.DiGraph`` with node attrs ``duration``, ``device`` and edge attr ``lag`` (ticks);
+        graph attrs ``instance``.
+    """
+    acts = list(actions) if actions is not None else default_actions(instance)
+    rule = fused_rule_from(acts)
+    g = nx.DiGraph(instance=instance)
+    for a in acts:
+        g.add_node(a, duration=duration(instance, a), device=instance.device_of(a.stage,
+                                                                                a.microbatch))
+    for a in acts:
+        for pred, lag in dependencies(instance, a, rule):
+            g.add_edge(pred, a, lag=lag)
+    return g
+
+
+def heads_and_tails(g: nx.DiGraph) -> tuple[dict[Action, int], dict[Action, int]]:
+    """ASAP start (``head``) and ``tail`` of every node, in ticks.
+
+    ``head[a]``: longest chain of durations + lags that must run before ``a`` starts.
+    ``tail[a]``: longest chain that must run after ``a`` ends (0 for a sink).
+    """
+    order = list(nx.topological_sort(g))
+    dur = nx.get_node_attributes(g, "duration")
+    head: dict[Action, int] = {}
+    for a in order:
+        head[a] = max((head[u] + dur[u] + g.edges[u, a]["lag"] for u in g.predecessors(a)),
+                      default=0)
+    tail: dict[Action, int] = {}
+    for a in reversed(order):
+        tail[a] = max((g.edges[a, w]["lag"] + dur[w] + tail[w] for w in g.successors(a)),
+                      default=0)
+    return head, tail
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    """A combinatorial lower bound on the makespan (ticks) and where it comes from.
+
+    ``value = max(critical_path, max_d device_bound[d])`` with ``device_bound[d] = min head on
+    d + total work on d + min tail on d`` (DESIGN-NOTES 4).  Valid for every schedule that
+    does not overlap F&B pairs.
+    """
+
+    value: int
+    critical_path: int
+    device_bound: tuple[int, ...]
+
+
+def lower_bound(instance: Instance, g: nx.DiGraph | None = None) -> LowerBound:
+    """Lower bound on the optimal makespan in ticks (see :class:`LowerBound`)."""
+    g = build_task_graph(instance) if g is None else g
+    head, tail = heads_and_tails(g)
+    dur = nx.get_node_attributes(g, "duration")
+    dev = nx.get_node_attributes(g, "device")
+    cp = max((head[a] + dur[a] + tail[a] for a in g), default=0)
+    per_dev = []
+    for d in range(instance.p):
+        nodes = [a for a in g if dev[a] == d]
+        if not nodes:
+            per_dev.append(0)
+            continue
+        per_dev.append(min(head[a] for a in nodes) + sum(dur[a] for a in nodes)
+                       + min(tail[a] for a in nodes))
+    return LowerBound(max(cp, *per_dev), cp, tuple(per_dev))
+
+
+def windows(g: nx.DiGraph, horizon: int) -> dict[Action, tuple[int, int]]:
+    """ASAP/ALAP start windows ``(earliest, latest)`` in ticks against ``horizon``.
+
+    A latest start below the earliest means no schedule finishes by ``horizon``.
+    """
+    head, tail = heads_and_tails(g)
+    dur = nx.get_node_attributes(g, "duration")
+    return {a: (head[a], horizon - tail[a] - dur[a]) for a in g}

@@ -1,0 +1,98 @@
+"""The schedule registry: name → generator, preconditions, source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cpsched.instance import Instance
+from cpsched.model import DeviceOrders, Schedule
+from cpsched.simulate import simulate
+
+
+class NotApplicable(ValueError):
+    """A schedule's precondition fails on an instance; the message names the parameter, its
+    value and the real requirement (e.g. ``pipeline.microbatches = 4: dualpipe needs >= 6``)."""
+
+
+Generator = Callable[[Instance], DeviceOrders]
+Check = Callable[[Instance], str | None]
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A registered schedule.
+
+    Attributes:
+        name: registry name (``"1f1b"``).
+        summary: one line for ``cpsched schedules``.
+        preconditions: human-readable preconditions.
+        source: paper / repository the order follows.
+        check: returns None when applicable, else the reason (field, value, requirement).
+        generate: the order generator (called only when ``check`` passes).
+    """
+
+    name: str
+    summary: str
+    preconditions: str
+    source: str
+    check: Check
+    generate: Generator
+
+    def reason_not_applicable(self, instance: Instance) -> str | None:
+        """None if the schedule applies to ``instance``, else why not."""
+        return self.check(instance)
+
+    def orders(self, instance: Instance) -> DeviceOrders:
+        """Per-rank orders for ``instance``.  Raises :class:`NotApplicable`."""
+        why = self.check(instance)
+        if why is not None:
+            raise NotApplicable(f"{self.name}: {why}")
+        return self.generate(instance)
+
+
+REGISTRY: dict[str, ScheduleSpec] = {}
+
+
+def register(name: str, *, summary: str, preconditions: str, source: str,
+             check: Check) -> Callable[[Generator], Generator]:
+    """Decorator registering an order generator under ``name``."""
+
+    def deco(fn: Generator) -> Generator:
+        if name in REGISTRY:
+            raise ValueError(f"schedule {name!r} registered twice")
+        REGISTRY[name] = ScheduleSpec(name, summary, preconditions, source, check, fn)
+        return fn
+
+    return deco
+
+
+def get_schedule(name: str) -> ScheduleSpec:
+    """The registered schedule ``name``.  Raises :class:`KeyError`-free ``ValueError``
+    listing the known names."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"schedule = {name!r}: unknown; known schedules: "
+                         + ", ".join(sorted(REGISTRY))) from None
+
+
+def applicable_schedules(instance: Instance) -> list[ScheduleSpec]:
+    """Registered schedules whose preconditions hold on ``instance`` (registry order)."""
+    return [s for s in REGISTRY.values() if s.check(instance) is None]
+
+
+def run_schedule(name: str, instance: Instance) -> Schedule:
+    """Generate and time the named schedule on ``instance`` (status ``HEURISTIC``).
+
+    Raises:
+        ValueError: unknown name; NotApplicable: preconditions fail.
+    """
+    spec = get_schedule(name)
+    return simulate(instance, spec.orders(instance), method=name)
+
+
+def run_all(instance: Instance) -> dict[str, Schedule]:
+    """Every applicable schedule, timed: ``{name: schedule}``."""
+    return {s.name: simulate(instance, s.generate(instance), method=s.name)
+            for s in applicable_schedules(instance)}
