@@ -264,12 +264,17 @@ def solve(
     paths = _write_outputs(res.schedule, out, inst.name, not no_plot)
     if not quiet:
         rows = [_row(s, res.lower_bound, validate(s)) for s in baselines.values()]
-        rows.append(_row(res.schedule, res.lower_bound, None))
+        best = _row(res.schedule, res.lower_bound, None)
+        if res.schedule.method != "cpsat":
+            best[0] = f"best: {res.schedule.method}"
+        rows.append(best)
         _print_table(inst, rows, res.lower_bound)
-        note = "" if res.status == "OPTIMAL" else " (time limit reached; gap shown)"
+        note = " (time limit reached; gap shown)" if res.solver_status == "FEASIBLE" else ""
         out_console.print(f"cpsat: {res.status}{note}, makespan {_fmt(res.makespan)}, "
                           f"lower bound {_fmt(res.lower_bound)}, warm start {res.hint_method}, "
                           f"{res.solve_seconds:.2f} s", markup=False)
+        if res.message:
+            out_console.print(f"note: {res.message}", markup=False)
         out_console.print("wrote " + ", ".join(str(p) for p in paths), markup=False)
 
 

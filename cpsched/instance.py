@@ -476,12 +476,9 @@ _ALLOWED_KEYS = {
 
 def _to_instance_error(exc: ValidationError, data: Any) -> InstanceError:
     err = exc.errors()[0]
-    loc = [p for p in err["loc"] if not (isinstance(p, str) and p in
-                                          ("float", "int", "list[union[float,int]]",
-                                           "list[union[int,float]]", "literal['loop','v','bidirectional']",
-                                           "function-after[_cross_checks(), Instance]"))]
-    # drop pydantic union branch names such as 'float' / 'list[...]'
-    loc = [p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("float", "int")))]
+    # drop pydantic's union-branch and validator names, e.g. 'float', 'list[...]'
+    loc = [p for p in err["loc"] if not (isinstance(p, str) and (
+        "[" in p or "(" in p or p in ("float", "int")))]
     field = ".".join(str(p) for p in loc) or "instance"
     etype = err["type"]
     ctx = err.get("ctx") or {}

@@ -144,13 +144,17 @@ def validate(schedule: Schedule, instance: Instance | None = None,
             if a.overlap in seen_groups:
                 continue
             seen_groups.add(a.overlap)
-        per_dev[a.device].append((a.start, a.end, f"{a.stage}{a.kind}{a.microbatch}"))
+        if a.end - a.start > eps:  # an empty interval occupies no device time
+            per_dev[a.device].append((a.start, a.end, f"{a.stage}{a.kind}{a.microbatch}"))
     for d, ivs in per_dev.items():
         ivs.sort()
-        for (s1, e1, n1), (s2, e2, n2) in zip(ivs, ivs[1:], strict=False):
+        s1, e1, n1 = ivs[0]
+        for s2, e2, n2 in ivs[1:]:  # compare with the interval reaching furthest so far
             if s2 + eps < e1 and bad(f"device {d}: {n1} [{s1:g}, {e1:g}) overlaps "
                                      f"{n2} [{s2:g}, {e2:g})"):
                 return out
+            if e2 > e1:
+                s1, e1, n1 = s2, e2, n2
 
     # memory limit
     limit = inst.memory_limit

@@ -1,0 +1,65 @@
+"""Shared fixtures: a tiny instance, an instance that uses every feature, known optima."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpsched.instance import Instance
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTANCES = ROOT / "instances"
+
+
+def make(p: int = 4, v: int = 1, m: int = 8, *, F: float = 5, B: float | None = 10,  # noqa: N803
+         I: float | None = None, W: float | None = None, placement: str = "loop",  # noqa: N803, E741
+         limit: float | None = None, latency: float = 0, activation: Any = 1,
+         released_by_input: float = 0.0, overlap: float | None = None,
+         name: str = "t") -> Instance:
+    """Build an instance from keyword arguments (split backward when I and W are given)."""
+    split = I is not None and W is not None
+    costs: dict[str, Any] = {"forward": F, "p2p_latency": latency}
+    if split:
+        costs.update(backward_input=I, backward_weight=W)
+    else:
+        costs["backward"] = B
+    if overlap is not None:
+        costs["overlap_forward_backward"] = overlap
+    memory: dict[str, Any] = {"activation": activation, "released_by_input": released_by_input}
+    if limit is not None:
+        memory["limit"] = limit
+    return Instance.from_dict({
+        "name": name,
+        "pipeline": {"devices": p, "stages_per_device": v, "microbatches": m,
+                     "placement": placement, "split_backward": split},
+        "costs": costs, "memory": memory,
+    })
+
+
+@pytest.fixture
+def tiny() -> Instance:
+    """p=2, v=1, m=2, F=1, B=2."""
+    return make(2, 1, 2, F=1, B=2)
+
+
+@pytest.fixture
+def article() -> Instance:
+    """The article's example: p=4, v=2, m=8, F=5, B=10 (optimum 285)."""
+    return make(4, 2, 8, F=5, B=10, name="article")
+
+
+@pytest.fixture
+def every_feature() -> Instance:
+    """v placement, split backward, per-stage float costs, latency, memory limit with
+    released_by_input."""
+    return Instance.from_dict({
+        "name": "every-feature",
+        "pipeline": {"devices": 2, "stages_per_device": 2, "microbatches": 4,
+                     "placement": "v", "split_backward": True},
+        "costs": {"forward": [1.5, 1.0, 1.25, 2.0], "backward_input": [1.5, 1.0, 1.0, 2.0],
+                  "backward_weight": [1.0, 0.5, 0.75, 1.0], "p2p_latency": 0.25},
+        "memory": {"activation": [1.0, 2.0, 1.0, 1.0], "released_by_input": 0.5,
+                   "limit": 5},
+    })

@@ -1,0 +1,156 @@
+"""The CP-SAT model: known optima, properties on random instances, JSON round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import make
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cpsched.graph import lower_bound
+from cpsched.instance import Instance
+from cpsched.model import Schedule
+from cpsched.schedules import run_all
+from cpsched.solver import fifo_relabel, sequential_schedule, solve, split_fused
+from cpsched.validate import validate
+
+DET = {"workers": 1, "time_limit": None}
+
+
+def test_article_optimum_285(article: Instance) -> None:
+    res = solve(article, **DET)
+    assert res.status == "OPTIMAL" and res.makespan == 285 and res.lower_bound == 285
+    assert res.gap == 0.0
+    assert validate(res.schedule) == []
+
+
+def test_article_memory_limit_6_optimum_325(article: Instance) -> None:
+    # DESIGN-NOTES 1: p=4 v=2 m=8 F=5 B=10, memory limit 6 -> 325
+    res = solve(article.replace(**{"memory.limit": 6}), **DET)
+    assert res.status == "OPTIMAL" and res.makespan == 325
+    assert max(res.schedule.peak_memory) <= 6
+    assert validate(res.schedule) == []
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 3), (3, 4), (4, 4)])
+def test_v1_optimum_is_1f1b(p: int, m: int) -> None:
+    # SPEC §6: 1F1B is optimal for v = 1 without latency: (m + p - 1)(F + B)
+    res = solve(make(p, 1, m, F=2, B=3), **DET)
+    assert res.status == "OPTIMAL" and res.makespan == (m + p - 1) * 5
+
+
+def test_every_feature(every_feature: Instance) -> None:
+    res = solve(every_feature, **DET)
+    assert res.status == "OPTIMAL"
+    assert validate(res.schedule) == []
+    assert max(res.schedule.peak_memory) <= 5
+    assert res.makespan >= res.lower_bound
+
+
+def test_split_backward_beats_fused_on_memory_limit() -> None:
+    # With I/W split and memory released at W, the optimum under a 1F1B-sized limit is
+    # ZB-H1-like: m(F+I+W) + (p-1)(F+I-W)... check it is never worse than fused 1F1B.
+    inst = make(4, 1, 8, F=1, I=1, W=1, limit=4)
+    res = solve(inst, **DET)
+    assert res.status == "OPTIMAL"
+    assert res.makespan <= (8 + 4 - 1) * 3
+    assert res.makespan == lower_bound(inst).value
+
+
+def test_float_costs_exact() -> None:
+    inst = make(3, 1, 3, F=1.125, B=2.25, latency=0.5)
+    res = solve(inst, **DET)
+    assert res.status == "OPTIMAL"
+    assert res.makespan == pytest.approx((3 + 3 - 1) * 3.375 + 2 * 2 * 0.5)
+    assert validate(res.schedule) == []
+
+
+def test_parameters_pass_through_and_unknown_rejected(tiny: Instance) -> None:
+    res = solve(tiny, workers=1, parameters={"max_deterministic_time": 5.0})
+    assert res.status == "OPTIMAL"
+    with pytest.raises(ValueError, match="unknown"):
+        solve(tiny, parameters={"no_such_parameter": 1})
+
+
+def test_progress_callback(article: Instance) -> None:
+    seen = []
+    solve(article.replace(**{"memory.limit": 6}), workers=1,
+          on_progress=lambda t, inc, bd: seen.append((t, inc, bd)))
+    assert seen and all(bd is None or inc is None or bd <= inc for _, inc, bd in seen)
+
+
+def test_never_worse_than_hint_even_at_tiny_time_limit() -> None:
+    inst = make(4, 2, 8, limit=6)
+    res = solve(inst, workers=1, time_limit=None, parameters={"max_deterministic_time": 0.0})
+    assert res.makespan <= sequential_schedule(inst).makespan
+    assert validate(res.schedule) == []
+    assert res.lower_bound <= res.makespan
+
+
+def test_fifo_relabel_keeps_validity_and_memory(article: Instance) -> None:
+    sch = run_all(article)["interleaved-1f1b"]
+    acts = fifo_relabel(article, split_fused(sch))
+    again = Schedule(article, acts, method="x")
+    assert validate(again) == []
+    assert again.makespan == sch.makespan and again.peak_memory == sch.peak_memory
+
+
+def test_json_round_trip(every_feature: Instance, tmp_path) -> None:
+    res = solve(every_feature, **DET)
+    path = tmp_path / "s.json"
+    res.schedule.to_json(path)
+    data = json.loads(path.read_text())
+    assert data["format"] == "cpsched.schedule/1" and data["status"] == "OPTIMAL"
+    assert data["makespan"] == res.makespan and data["gap"] == 0.0
+    back = Schedule.from_json(path)
+    assert back.instance == every_feature
+    assert back.makespan == res.schedule.makespan
+    assert back.peak_memory == res.schedule.peak_memory
+    assert validate(back) == []
+    assert len(back.actions) == len(data["actions"]) == 4 * 4 * 3
+
+
+@st.composite
+def small_instances(draw) -> Instance:
+    placement = draw(st.sampled_from(["loop", "loop", "v"]))
+    p = draw(st.integers(1, 3)) if placement == "loop" else draw(st.integers(1, 2))
+    v = 2 if placement == "v" else draw(st.integers(1, 2))
+    m = draw(st.integers(1, 4))
+    S = p * v
+    split = draw(st.booleans())
+    cost = st.integers(1, 4)
+    costs: dict = {"forward": draw(st.lists(cost, min_size=S, max_size=S)),
+                   "p2p_latency": draw(st.sampled_from([0, 0, 1, 0.5]))}
+    if split:
+        costs["backward_input"] = draw(st.lists(cost, min_size=S, max_size=S))
+        costs["backward_weight"] = draw(st.lists(st.integers(0, 3), min_size=S, max_size=S))
+    else:
+        costs["backward"] = draw(st.lists(cost, min_size=S, max_size=S))
+    act = draw(st.lists(st.sampled_from([1, 1, 2, 0.5]), min_size=S, max_size=S))
+    memory: dict = {"activation": act,
+                    "released_by_input": draw(st.sampled_from([0.0, 0.5, 1.0]))}
+    inst = Instance.from_dict({"name": "h", "pipeline": {
+        "devices": p, "stages_per_device": v, "microbatches": m, "placement": placement,
+        "split_backward": split}, "costs": costs, "memory": memory})
+    if draw(st.booleans()):
+        need = inst.min_memory_limit()
+        inst = inst.replace(**{"memory.limit": need + draw(st.sampled_from([0, 0.5, 1, 2]))})
+    return inst
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_instances())
+def test_solver_properties(inst: Instance) -> None:
+    baselines = run_all(inst)
+    res = solve(inst, candidates=baselines, workers=1, time_limit=None,
+                parameters={"max_deterministic_time": 2.0})
+    assert validate(res.schedule) == []
+    assert res.lower_bound <= res.makespan + 1e-9
+    assert res.lower_bound >= lower_bound(inst).value / inst.time_scale - 1e-9
+    for name, sch in baselines.items():
+        if not validate(sch):
+            assert res.makespan <= sch.makespan + 1e-9, name
+    if res.status == "OPTIMAL":
+        assert res.makespan == pytest.approx(res.lower_bound)
