@@ -26,7 +26,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-out_console = Console(highlight=False, soft_wrap=True)
+out_console = Console(highlight=False)
+if not out_console.is_terminal:  # pipes and CI logs: wide tables rather than folded cells
+    out_console = Console(highlight=False, width=160)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

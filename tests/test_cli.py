@@ -1,0 +1,110 @@
+"""The command line (SPEC §4): outputs, exit codes 0/1/2, no tracebacks on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import INSTANCES
+from typer.testing import CliRunner
+
+from cpsched.cli import app
+
+runner = CliRunner()
+ARTICLE = str(INSTANCES / "article-interleaved.toml")
+
+
+def run(*args: str):  # noqa: ANN201
+    return runner.invoke(app, list(args))
+
+
+def test_solve_writes_json_and_png(tmp_path: Path) -> None:
+    r = run("solve", ARTICLE, "--out", str(tmp_path), "--workers", "1")
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "article-interleaved.json").read_text())
+    assert data["status"] == "OPTIMAL" and data["makespan"] == 285
+    assert (tmp_path / "article-interleaved.png").stat().st_size > 1000
+    assert "interleaved-1f1b" in r.output and "cpsat" in r.output
+
+
+def test_solve_from_flags_and_set(tmp_path: Path) -> None:
+    r = run("solve", "--devices", "2", "--microbatches", "3", "--forward", "1", "--backward",
+            "2", "--name", "flags", "--out", str(tmp_path), "--no-plot", "-q")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "flags.json").read_text())["makespan"] == 12
+    r = run("solve", ARTICLE, "--set", "pipeline.microbatches=4", "--memory-limit", "4",
+            "--out", str(tmp_path), "--no-plot", "-q", "-w", "1")
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "article-interleaved.json").read_text())
+    assert data["instance"]["pipeline"]["microbatches"] == 4
+    assert max(data["peak_memory"]) <= 4
+
+
+@pytest.mark.parametrize("args", [
+    ["solve", "no/such/file.toml"],
+    ["solve", ARTICLE, "--set", "pipeline.devices=0"],
+    ["solve", ARTICLE, "--set", "costs.forward=[1,2]"],
+    ["solve", ARTICLE, "--set", "memory.limit=1"],
+    ["solve", ARTICLE, "--set", "pipeline.placement=v", "--set", "pipeline.stages_per_device=3"],
+    ["solve", ARTICLE, "--set", "nonsense"],
+    ["solve", ARTICLE, "--param", "no_such_param=1"],
+    ["solve"],
+    ["simulate", ARTICLE, "--schedule", "no-such-schedule"],
+    ["simulate", ARTICLE, "--schedule", "1f1b"],
+])
+def test_bad_input_exit_2(args: list[str]) -> None:
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_simulate_valid_and_over_limit(tmp_path: Path) -> None:
+    r = run("simulate", ARTICLE, "--schedule", "interleaved-1f1b", "--out", str(tmp_path),
+            "--no-plot")
+    assert r.exit_code == 0, r.output
+    sch = tmp_path / "article-interleaved-interleaved-1f1b.json"
+    assert json.loads(sch.read_text())["makespan"] == 285
+    r = run("simulate", ARTICLE, "--schedule", "interleaved-1f1b", "--memory-limit", "6",
+            "--out", str(tmp_path), "--no-plot")
+    assert r.exit_code == 1
+    assert "memory limit" in r.output
+
+
+def test_validate_ok_and_corrupted(tmp_path: Path) -> None:
+    run("simulate", ARTICLE, "--schedule", "interleaved-1f1b", "--out", str(tmp_path),
+        "--no-plot", "-q")
+    path = tmp_path / "article-interleaved-interleaved-1f1b.json"
+    r = run("validate", ARTICLE, str(path))
+    assert r.exit_code == 0, r.output
+    data = json.loads(path.read_text())
+    data["actions"][5]["start"] -= 3
+    data["actions"][5]["end"] -= 3
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    r = run("validate", ARTICLE, str(bad))
+    assert r.exit_code == 1 and "violation" in r.output
+    data = json.loads(path.read_text())
+    data["makespan"] = 1
+    bad.write_text(json.dumps(data))
+    assert run("validate", ARTICLE, str(bad)).exit_code == 1
+    bad.write_text("{not json")
+    r = run("validate", ARTICLE, str(bad))
+    assert r.exit_code == 2 and "not JSON" in r.output
+    r = run("validate", ARTICLE, str(tmp_path / "missing.json"))
+    assert r.exit_code == 2
+
+
+def test_schedules_lists_registry() -> None:
+    r = run("schedules")
+    assert r.exit_code == 0
+    for name in ("gpipe", "1f1b", "interleaved-1f1b"):
+        assert name in r.output
+
+
+def test_help() -> None:
+    r = run("--help")
+    assert r.exit_code == 0 and "solve" in r.output and "validate" in r.output
+    r = run("solve", "--help")
+    assert r.exit_code == 0 and "--time-limit" in r.output
