@@ -294,7 +294,8 @@ _KIND_RANK = {Kind.F: 0, Kind.B: 1, Kind.I: 1, Kind.W: 2}
 
 
 def _action_sort_key(a: TimedAction) -> tuple:
-    return (a.device, a.start, _KIND_RANK[a.kind], a.end, a.stage, a.microbatch)
+    # end before kind: a zero-length action at t runs before one that starts at t and lasts
+    return (a.device, a.start, a.end, _KIND_RANK[a.kind], a.stage, a.microbatch)
 
 
 def format_orders(orders: Sequence[Iterable[Step]]) -> str:
