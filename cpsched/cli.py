@@ -403,6 +403,68 @@ def validate(
                       f"{[_fmt(x) for x in sch.peak_memory]}", markup=False)
 
 
+@app.command()
+def export(
+    schedule_file: Annotated[Path, typer.Argument(metavar="SCHEDULE.json",
+                                                  help="Schedule file (SPEC §3).")],
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", help="torch-csv: compute actions only (PyTorch "
+        "_PipelineScheduleRuntime._load_csv); compute_comms: with send/recv actions.")
+    ] = "torch-csv",
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="CSV file to write (default: stdout).")] = None,
+) -> None:
+    """Export a schedule as a PyTorch pipelining action CSV (one row per rank)."""
+    from cpsched.torch_io import TorchCsvError, to_torch_csv, write_torch_csv
+
+    try:
+        sch = Schedule.from_json(schedule_file)
+        if output is None:
+            out_console.file.write(to_torch_csv(sch, fmt))
+        else:
+            write_torch_csv(sch, output, fmt)
+            err_console.print(f"wrote {output}", markup=False)
+    except (ScheduleFileError, InstanceError, TorchCsvError) as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command("import-torch")
+def import_torch(
+    csv_file: Annotated[Path, typer.Argument(metavar="FILE.csv",
+                                             help="PyTorch action CSV (one row per rank).")],
+    instance: Annotated[Path, typer.Option("--instance", "-i", help="Instance TOML file.")],
+    out: OutDir = Path("out"),
+    sets: SetOpt = None,
+    quiet: Quiet = False,
+    no_plot: NoPlot = False,
+) -> None:
+    """Read a PyTorch action CSV, time it on the instance, validate it and compare it."""
+    inst = _instance(instance, sets, {})
+    from cpsched.graph import lower_bound
+    from cpsched.torch_io import TorchCsvError, read_torch_csv
+    from cpsched.validate import validate as check
+
+    try:
+        sch = read_torch_csv(csv_file, inst)
+    except (TorchCsvError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    lb = inst.from_ticks(lower_bound(inst).value)
+    sch.lower_bound = lb
+    violations = check(sch)
+    paths = _write_outputs(sch, out, f"{inst.name}-{csv_file.stem}", not no_plot)
+    if not quiet:
+        rows = [_row(sch, lb, violations)]
+        from cpsched.schedules import run_all
+
+        rows += [_row(s, lb, check(s)) for s in run_all(inst).values()]
+        _print_table(inst, rows, lb)
+        out_console.print("wrote " + ", ".join(str(p) for p in paths), markup=False)
+    if violations:
+        for v in violations:
+            err_console.print(f"violation: {v}", markup=False)
+        raise typer.Exit(1)
+
+
 def _claimed(path: Path) -> dict[str, Any]:
     import json
 

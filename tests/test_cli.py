@@ -108,3 +108,25 @@ def test_help() -> None:
     assert r.exit_code == 0 and "solve" in r.output and "validate" in r.output
     r = run("solve", "--help")
     assert r.exit_code == 0 and "--time-limit" in r.output
+
+
+def test_export_and_import_torch(tmp_path: Path) -> None:
+    v_shape = str(INSTANCES / "v-shape.toml")
+    r = run("solve", v_shape, "--out", str(tmp_path), "--no-plot", "-q", "-w", "1")
+    assert r.exit_code == 0, r.output
+    csv = tmp_path / "v.csv"
+    r = run("export", str(tmp_path / "v-shape.json"), "--format", "torch-csv",
+            "--output", str(csv))
+    assert r.exit_code == 0, r.output
+    rows = csv.read_text().strip().splitlines()
+    assert len(rows) == 4 and rows[0].startswith("0F0")
+    r = run("import-torch", str(csv), "--instance", v_shape, "--out", str(tmp_path),
+            "--no-plot")
+    assert r.exit_code == 0, r.output
+    back = json.loads((tmp_path / "v-shape-v.json").read_text())
+    assert back["makespan"] <= json.loads((tmp_path / "v-shape.json").read_text())["makespan"]
+    csv.write_text("0F0,bogus\n1F0\n2F0\n3F0\n")
+    r = run("import-torch", str(csv), "--instance", v_shape, "--no-plot", "-o", str(tmp_path))
+    assert r.exit_code == 2 and "bogus" in r.output
+    r = run("export", str(tmp_path / "v-shape.json"), "--format", "xml")
+    assert r.exit_code == 2
