@@ -319,15 +319,16 @@ def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = 
 
         candidates = run_all(inst)
     best: tuple[str, list[TimedAction], int] | None = None
+    best_key: tuple[int, float] | None = None
     pool = dict(candidates)
     pool.setdefault("sequential", sequential_schedule(inst))
     for name, sch in pool.items():
         acts = split_fused(sch)
         if acts is None or validate(sch, inst):
             continue
-        ms = inst.ticks(sch.makespan)
-        if best is None or ms < best[2]:
-            best = (name, fifo_relabel(inst, acts), ms)
+        key = (inst.ticks(sch.makespan), max(sch.peak_memory))  # ties: less memory
+        if best_key is None or key < best_key:
+            best, best_key = (name, fifo_relabel(inst, acts), key[0]), key
     assert best is not None  # sequential is always valid
     return best
 
