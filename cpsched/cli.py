@@ -404,6 +404,54 @@ def validate(
 
 
 @app.command()
+def compare(
+    instances: Annotated[list[Path] | None, typer.Argument(
+        help="Instance TOML files.", show_default=False)] = None,
+    grid: Annotated[Path | None, typer.Option(
+        "--grid", "-g", help="Grid TOML: a base instance and a [grid] table of dotted keys "
+        "to lists of values (their product is solved).")] = None,
+    time_limit: Annotated[float, typer.Option("--time-limit", "-t",
+                                              help="Per-solve CP-SAT limit, seconds.")] = 30.0,
+    workers: Annotated[int, typer.Option("--workers", "-w",
+                                         help="CP-SAT workers per solve.")] = 1,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j",
+                                             help="Parallel solver processes (default: "
+                                             "CPUs).")] = None,
+    out: OutDir = Path("out"),
+    stem: Annotated[str, typer.Option("--stem", help="Output file stem.")] = "compare",
+    sets: SetOpt = None,
+    quiet: Quiet = False,
+) -> None:
+    """Known schedules vs the optimum (unlimited and at each schedule's own peak memory)
+    over many instances: one table, written as CSV and Markdown, plus a bubble-bar PNG."""
+    from cpsched import compare as cmp
+
+    insts: list[Instance] = [_instance(p, sets, {}) for p in instances or []]
+    if grid is not None:
+        try:
+            insts += cmp.load_grid(grid)
+        except InstanceError as exc:
+            raise _fail(f"grid: {exc}") from None
+    if not insts:
+        raise _fail("compare needs instance files or --grid FILE")
+    if time_limit <= 0:
+        raise _fail(f"--time-limit = {time_limit}: must be > 0 seconds")
+    df = cmp.compare(insts, time_limit=time_limit, workers=workers, jobs=jobs,
+                     progress=not quiet)
+    csv_path, md_path = cmp.write_results(df, out, stem)
+    from cpsched import plots
+
+    png = out / f"{stem}-bubble.png"
+    plots.save_figure(plots.bubble_bars(df), png, close=True)
+    if not quiet:
+        cols = [c for c in ("instance", "schedule", "makespan", "bubble_fraction",
+                            "peak_memory", "valid", "opt_makespan_same_memory",
+                            "improvement_same_memory_pct", "status") if c in df.columns]
+        out_console.print(df[cols].to_string(index=False), markup=False)
+        out_console.print(f"wrote {csv_path}, {md_path}, {png}", markup=False)
+
+
+@app.command()
 def export(
     schedule_file: Annotated[Path, typer.Argument(metavar="SCHEDULE.json",
                                                   help="Schedule file (SPEC §3).")],

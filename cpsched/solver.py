@@ -372,6 +372,10 @@ def solve(
         limit.
     """
     t0 = time.perf_counter()
+    if candidates is None:
+        from cpsched.schedules import run_all
+
+        candidates = run_all(inst)
     g = build_task_graph(inst)
     lb = lower_bound(inst, g).value
     hint_method, hint_actions, horizon = best_warm_start(inst, candidates)
@@ -417,7 +421,7 @@ def solve(
     if inst.overlap_forward_backward is not None:
         # The model has no F&B pairs: its bound does not hold for overlapped schedules.
         bound = min(bound, overlap_lower_bound(inst, g))
-        best_ov = _best_overlapped(inst, candidates or {})
+        best_ov = _best_overlapped(inst, candidates)
         if best_ov is not None and best_ov.makespan < schedule.makespan:
             schedule, makespan = best_ov, inst.ticks(best_ov.makespan)
             message = (f"the best schedule found is {best_ov.method}, which overlaps F&B "

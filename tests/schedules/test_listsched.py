@@ -1,0 +1,152 @@
+"""The list scheduler: dfs gives 1F1B, bfs gives GPipe (the article's point); memory-aware
+mode never exceeds the limit and never deadlocks; quality on the hard instances."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cpsched.graph import lower_bound
+from cpsched.instance import Instance
+from cpsched.model import Kind
+from cpsched.schedules import get_schedule, run_schedule
+from cpsched.schedules.listsched import list_schedule, list_scheduler
+from cpsched.simulate import simulate
+from cpsched.validate import validate
+
+
+def make(p: int, m: int, v: int = 1, *, F: float = 5, B: float = 10,  # noqa: N803
+         I: float | None = None, W: float | None = None, placement: str = "loop",  # noqa: N803, E741
+         limit: float | None = None, latency: float = 0, activation: object = 1,
+         released_by_input: float = 0.0) -> Instance:
+    split = I is not None and W is not None
+    costs: dict[str, object] = {"forward": F, "p2p_latency": latency}
+    if split:
+        costs.update(backward_input=I, backward_weight=W)
+    else:
+        costs["backward"] = B
+    memory: dict[str, object] = {"activation": activation,
+                                 "released_by_input": released_by_input}
+    if limit is not None:
+        memory["limit"] = limit
+    return Instance.from_dict({
+        "name": "ls",
+        "pipeline": {"devices": p, "stages_per_device": v, "microbatches": m,
+                     "placement": placement, "split_backward": split},
+        "costs": costs, "memory": memory,
+    })
+
+
+@pytest.mark.parametrize("F,B", [(1, 1), (1, 2), (5, 10), (2, 1), (2, 3)])
+@pytest.mark.parametrize("latency", [0, 1])
+def test_dfs_gives_1f1b_and_bfs_gives_gpipe(F: int, B: int, latency: int) -> None:  # noqa: N803
+    """The article: 1F1B falls out of depth-first tie-breaking, AFAB out of breadth-first
+    (v = 1, uniform costs; orders compared action by action)."""
+    for p in range(1, 7):
+        for m in range(1, 11):
+            inst = make(p, m, F=F, B=B, latency=latency)
+            assert list_scheduler(inst, "dfs") == get_schedule("1f1b").generate(inst), (p, m)
+            assert list_scheduler(inst, "bfs") == get_schedule("gpipe").generate(inst), (p, m)
+
+
+def test_registered_defaults() -> None:
+    inst = make(4, 8)
+    assert get_schedule("list").generate(inst) == get_schedule("1f1b").generate(inst)
+    assert get_schedule("list").check(make(4, 8, placement="bidirectional")) == (
+        'pipeline.placement = "bidirectional": list needs "loop" or "v"')
+    assert get_schedule("list").check(make(4, 8, 2, placement="v")) is None
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ValueError, match="tie_break = 'nope'"):
+        list_schedule(make(2, 2), "nope")
+    with pytest.raises(ValueError, match="window"):
+        list_schedule(make(2, 2), window=[1])
+    with pytest.raises(ValueError, match="window"):
+        list_schedule(make(2, 2), window=0)
+
+
+def test_split_backward_postpones_w_within_the_limit() -> None:
+    """Memory-aware on v = 1 with split backward reaches ZB-H1's makespan at 1F1B's memory."""
+    inst = make(4, 8, F=1, I=1, W=1, limit=4)
+    sched = simulate(inst, list_scheduler(inst))
+    assert not validate(sched)
+    assert sched.makespan == run_schedule("zb-h1", make(4, 8, F=1, I=1, W=1)).makespan
+    assert max(sched.peak_memory) <= 4
+    # portfolio=False runs the requested rule alone
+    plain = list_schedule(inst, portfolio=False)
+    assert plain.config.startswith("dfs slack=0.0")
+
+
+@pytest.mark.parametrize("tie_break", ["dfs", "bfs", "cp", "due", "due0.3"])
+@pytest.mark.parametrize("limit", [2, 3, 5])
+def test_memory_limit_single_rules(tie_break: str, limit: int) -> None:
+    inst = make(4, 8, 2, limit=limit)
+    for slack in (0.0, 1.0, None):
+        res = list_schedule(inst, tie_break, slack=slack, portfolio=False)
+        sched = simulate(inst, res.orders)
+        assert not validate(sched)
+        assert sched.makespan == res.makespan
+
+
+# the hard instances of DESIGN-NOTES (optimum / lower bound in brackets)
+HARD = [
+    (dict(p=8, m=16, v=2, limit=16), 585),                      # optimum 585 = bound
+    (dict(p=8, m=32, F=5, I=5, W=5, limit=8), 515),             # optimum 515
+    (dict(p=8, m=32, v=2, limit=16), 1065),                     # bound 1065 (reached)
+]
+
+
+@pytest.mark.parametrize("kw,expected", HARD)
+def test_hard_instances(kw: dict, expected: int) -> None:
+    inst = make(**kw)
+    res = list_schedule(inst)
+    sched = simulate(inst, res.orders, method="list")
+    assert not validate(sched)
+    assert max(sched.peak_memory) <= inst.memory_limit
+    assert sched.makespan == expected
+    assert lower_bound(inst).value == expected  # so these are optimal
+
+
+def test_deterministic() -> None:
+    inst = make(4, 12, 2, limit=5, F=1, B=2)
+    assert list_scheduler(inst) == list_scheduler(inst)
+
+
+def test_every_feature(every_feature: Instance) -> None:
+    for tb in ("dfs", "bfs"):
+        sched = simulate(every_feature, list_scheduler(every_feature, tb))
+        assert not validate(sched)
+        kinds = {a.kind for a in sched.actions}
+        assert kinds == {Kind.F, Kind.I, Kind.W}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), p=st.integers(1, 4), m=st.integers(1, 7),
+       placement=st.sampled_from(["loop", "loop", "v"]), split=st.booleans(),
+       latency=st.sampled_from([0, 1, 2.5]), factor=st.sampled_from([1.0, 1.0, 1.5, 3.0]),
+       r=st.sampled_from([0.0, 0.5, 1.0]), tie_break=st.sampled_from(["dfs", "bfs"]),
+       portfolio=st.booleans())
+def test_never_over_the_limit_never_deadlocks(data: st.DataObject, p: int, m: int,
+                                              placement: str, split: bool, latency: float,
+                                              factor: float, r: float, tie_break: str,
+                                              portfolio: bool) -> None:
+    v = 2 if placement == "v" else data.draw(st.integers(1, 3))
+    S = p * v
+    ints = st.lists(st.sampled_from([0, 1, 2, 3, 5]), min_size=S, max_size=S)
+    F = data.draw(ints)  # noqa: N806
+    pos = st.lists(st.sampled_from([1, 2, 4]), min_size=S, max_size=S)
+    act = data.draw(st.lists(st.sampled_from([0.5, 1, 2, 3]), min_size=S, max_size=S))
+    kw: dict = dict(F=F, placement=placement, latency=latency, activation=act,
+                    released_by_input=r)
+    if split:
+        kw.update(I=data.draw(pos), W=data.draw(ints))
+    else:
+        kw.update(B=data.draw(pos))
+    base = make(p, m, v, **kw)
+    inst = base.replace(**{"memory.limit": base.min_memory_limit() * factor})
+    res = list_schedule(inst, tie_break, portfolio=portfolio, restarts=3)
+    sched = simulate(inst, res.orders)
+    assert validate(sched) == []
+    assert sched.makespan == inst.from_ticks(res.makespan)
