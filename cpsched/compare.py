@@ -26,7 +26,6 @@ import itertools
 import math
 import os
 import sys
-import tomllib
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
@@ -38,7 +37,15 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from cpsched.instance import Costs, Instance, InstanceError, Memory, Pipeline, load_instance
+from cpsched.instance import (
+    Costs,
+    Instance,
+    InstanceError,
+    Memory,
+    Pipeline,
+    load_instance,
+    read_toml,
+)
 from cpsched.model import Kind, Schedule, TimedAction
 from cpsched.schedules import run_all
 from cpsched.solver import solve
@@ -139,12 +146,7 @@ def load_grid(path: str | Path, skipped: list[tuple[str, str]] | None = None
             combination was skipped.
     """
     gpath = Path(path)
-    if not gpath.is_file():
-        raise InstanceError("grid file", str(path), "an existing TOML file")
-    try:
-        data: dict[str, Any] = tomllib.loads(gpath.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InstanceError("grid file", str(path), f"valid TOML ({exc})") from None
+    data = read_toml(gpath, "grid file")
     grid = data.pop("grid", None)
     if not isinstance(grid, dict) or not grid:
         raise InstanceError("grid", grid, 'a [grid] table of dotted keys -> lists of values, '

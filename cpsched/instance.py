@@ -543,6 +543,18 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def read_toml(path: str | Path, what: str = "instance file") -> dict[str, Any]:
+    """Parse a TOML file.  Raises InstanceError naming ``what`` when it is missing or not
+    TOML."""
+    p = Path(path)
+    if not p.is_file():
+        raise InstanceError(what, str(path), "an existing TOML file")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InstanceError(what, str(path), f"valid TOML ({exc})") from None
+
+
 def load_instance(
     path: str | Path | None = None,
     overrides: Sequence[str] | Mapping[str, Any] = (),
@@ -560,12 +572,7 @@ def load_instance(
     """
     if path is not None:
         p = Path(path)
-        if not p.is_file():
-            raise InstanceError("instance file", str(path), "an existing TOML file")
-        try:
-            data: dict[str, Any] = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InstanceError("instance file", str(path), f"valid TOML ({exc})") from None
+        data = read_toml(p, "instance file")
         if "name" not in data:
             data["name"] = p.stem
     else:
