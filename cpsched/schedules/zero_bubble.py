@@ -8,14 +8,17 @@ successor on other ranks, so it is moved to fill what would be bubbles.
 * ``zb-h1`` (ZB-1P) follows the ZB-1P generator of the pipeline-schedule visualizer
   (``ppviz_strategies.py``): the 1F1B warm-up of ``p - r - 1`` forwards, a steady phase of
   ``F, I`` pairs in which rank ``r`` holds back its first ``r`` weight gradients, then an
-  ``I, W`` cool-down and the remaining ``W``.  Peak memory equals 1F1B's (``p`` activations);
-  with ``B = I + W`` the bubble per rank is ``(p - 1)(F + B - 2W)`` when ``F = I = W``-like
-  costs make the steady phase tight (paper: ``(p - 1)(T_F + T_B - T_W)`` with its ``T_B = I``).
+  ``I, W`` cool-down and the remaining ``W``.  Peak memory ``p`` activations, as 1F1B on
+  rank 0.  With ``B = I + W`` the bubble per rank is ``(p - 1)(F + B - 2W)`` (the paper's
+  ``(p - 1)(T_F + T_B - T_W)`` with its ``T_B = I``): makespan
+  ``m(F + I + W) + (p - 1)(F + I - W)``, exact whenever ``m >= p`` and ``W <= min(F, I)``.
 * ``zb-h2`` follows the paper's Figure 3 (bottom): up to ``2(p - r) - 1`` warm-up forwards
   (the paper's "p - 1 more F passes"), so every rank may hold ``2p - 1`` activations; a ``W``
   runs in the steady phase only when the next forward would exceed that, and in the cool-down
   one ``W`` follows each ``I`` (then the remaining ``W``).  The result is the paper's
-  "parallelogram": with ``F = I = W`` the only idle time is each rank's start-up ``r F``.
+  "parallelogram": the only idle time is each rank's start-up ``r F``, i.e. makespan
+  ``m(F + I + W) + (p - 1) F`` with ``2p - 1`` activations on rank 0, exact whenever
+  ``m >= 2p - 1`` and ``I <= 2 min(F, W)`` (the paper draws ``F = I = W``).
 """
 
 from __future__ import annotations
