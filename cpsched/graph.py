@@ -10,11 +10,13 @@ All times here are integer ticks (see :meth:`Instance.ticks`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import networkx as nx
 
+from cpsched.core import ResourceGraph
 from cpsched.instance import Instance
 from cpsched.model import Action, Kind, Overlap, default_actions
 
@@ -196,3 +198,58 @@ def windows(g: nx.DiGraph, horizon: int) -> dict[Action, tuple[int, int]]:
     head, tail = heads_and_tails(g)
     dur = nx.get_node_attributes(g, "duration")
     return {a: (head[a], horizon - tail[a] - dur[a]) for a in g}
+
+
+def memory_scale(instance: Instance) -> int:
+    """Smallest power of ten (<= 10**6) that makes every activation part (``a``, ``a * r``,
+    ``a * (1 - r)``) and the limit integers; memory is scaled by it for integer demands."""
+    r = instance.released_by_input
+    vals = [x for a in instance.activation for x in (a, a * r, a * (1 - r))]
+    if instance.memory_limit is not None:
+        vals.append(instance.memory_limit)
+    for k in range(7):
+        sc = 10**k
+        if all(abs(x * sc - round(x * sc)) < 1e-6 for x in vals):
+            return sc
+    return 10**6
+
+
+def release_actions(instance: Instance, stage: int, microbatch: int
+                    ) -> list[tuple[Action, float]]:
+    """(action whose end releases memory, fraction released) for (stage, microbatch) with the
+    default action set: ``B`` (all), or ``I`` (``released_by_input``) and ``W`` (the rest)."""
+    if not instance.split_backward:
+        return [(Action(Kind.B, stage, microbatch), 1.0)]
+    r = instance.released_by_input
+    return [(Action(Kind.I, stage, microbatch), r), (Action(Kind.W, stage, microbatch), 1.0 - r)]
+
+
+def pipeline_resource_graph(instance: Instance) -> ResourceGraph:
+    """The pipeline as a general :class:`~cpsched.core.ResourceGraph` (the pipeline builder).
+
+    One task per default action (ticks) on its device (a resource of capacity 1), the SPEC §1
+    dependencies with their lags, and — with a memory limit — one pool per device (limit
+    scaled by :func:`memory_scale`) with a buffer from the start of ``F(s, i)`` to the end of
+    each release action, holding that part of ``activation[s]`` (rounded up).
+    """
+    g = build_task_graph(instance)
+    rg = ResourceGraph()
+    for d in range(instance.p):
+        rg.add_resource(d, 1)
+    for a, data in g.nodes(data=True):
+        rg.add_task(a, data["duration"], data["device"])
+    for u, v, data in g.edges(data=True):
+        rg.add_edge(u, v, data["lag"])
+    limit = instance.memory_limit
+    if limit is None:
+        return rg
+    sc = memory_scale(instance)
+    for d in range(instance.p):
+        rg.add_pool(d, math.floor(limit * sc + 1e-6))
+    for i in range(instance.m):
+        for s in range(instance.num_stages):
+            f = Action(Kind.F, s, i)
+            for rel, frac in release_actions(instance, s, i):
+                rg.add_buffer(g.nodes[f]["device"], f, rel,
+                              math.ceil(instance.activation[s] * frac * sc - 1e-6))
+    return rg

@@ -27,15 +27,22 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ortools.sat.python import cp_model
 
-from cpsched.graph import build_task_graph, heads_and_tails, lower_bound, overlap_lower_bound
+from cpsched.core import ResourceGraph, Task, check_starts, list_schedule
+from cpsched.graph import (
+    build_task_graph,
+    lower_bound,
+    overlap_lower_bound,
+    pipeline_resource_graph,
+    release_actions,
+)
 from cpsched.instance import Instance
-from cpsched.model import Action, Kind, Schedule, TimedAction, default_actions
+from cpsched.model import Action, Kind, Schedule, TimedAction
 from cpsched.simulate import simulate
 from cpsched.validate import validate
 
@@ -124,105 +131,176 @@ def sequential_schedule(inst: Instance) -> Schedule:
     return simulate(inst, orders, method="sequential")
 
 
-def _memory_scale(inst: Instance) -> int:
-    r = inst.released_by_input
-    vals = [x for a in inst.activation for x in (a, a * r, a * (1 - r))]
-    if inst.memory_limit is not None:
-        vals.append(inst.memory_limit)
-    for k in range(7):
-        sc = 10**k
-        if all(abs(x * sc - round(x * sc)) < 1e-6 for x in vals):
-            return sc
-    return 10**6
+# ------------------------------------------------------- general CP-SAT model
+class GraphModel:
+    """The CP-SAT model of a :class:`ResourceGraph` at a horizon: an interval per task in its
+    ASAP/ALAP window, precedences with lags, ``NoOverlap`` (capacity 1) or ``Cumulative``
+    (capacity k) per resource, a ``Cumulative`` per limited pool over the buffers' live
+    intervals, and ``makespan`` to minimise.  Builders may add constraints on :attr:`start`
+    before solving (the pipeline model adds FIFO order and implied memory precedences).
+
+    Raises:
+        ValueError: the horizon is below the critical path.
+    """
+
+    def __init__(self, rg: ResourceGraph, horizon: int, lower_bound: int = 0) -> None:
+        rg.check()
+        self.rg = rg
+        self.horizon = horizon
+        self.model = cp_model.CpModel()
+        self.start: dict[Task, cp_model.IntVar] = {}
+        self.interval: dict[Task, cp_model.IntervalVar] = {}
+        self.aux_hint: list[tuple[cp_model.IntVar, Callable[[Mapping[Task, int]], int]]] = []
+        self._variables()
+        self._precedences()
+        self._resources()
+        self._pools()
+        self._objective(min(lower_bound, horizon))
+
+    def _variables(self) -> None:
+        head, tail = self.rg.heads_and_tails()
+        for t in self.rg.graph:
+            d = self.rg.duration(t)
+            lo, hi = head[t], self.horizon - tail[t] - d
+            if hi < lo:
+                raise ValueError(f"horizon {self.horizon} is below the critical path")
+            s = self.model.new_int_var(lo, hi, f"s_{t}")
+            self.start[t] = s
+            self.interval[t] = self.model.new_fixed_size_interval_var(s, d, f"i_{t}")
+
+    def end(self, t: Task) -> Any:
+        """``start + duration`` of task ``t`` (a linear expression)."""
+        return self.start[t] + self.rg.duration(t)
+
+    def _precedences(self) -> None:
+        for u, v, d in self.rg.graph.edges(data=True):
+            self.model.add(self.start[v] >= self.end(u) + d["lag"])
+
+    def _resources(self) -> None:
+        by_res: dict[Hashable, list] = defaultdict(list)
+        for t in self.rg.graph:
+            r = self.rg.resource(t)
+            if r is not None and self.rg.duration(t) > 0:
+                by_res[r].append(self.interval[t])
+        for r, ivs in by_res.items():
+            cap = self.rg.capacity[r]
+            if cap == 1:
+                self.model.add_no_overlap(ivs)
+            elif len(ivs) > cap:
+                self.model.add_cumulative(ivs, [1] * len(ivs), cap)
+
+    def _pools(self) -> None:
+        by_pool: dict[Hashable, tuple[list, list]] = defaultdict(lambda: ([], []))
+        for k, b in enumerate(self.rg.buffers):
+            if self.rg.pools[b.pool] is None:
+                continue
+            size = self.model.new_int_var(0, self.horizon, f"live_{k}")
+            self.model.add(size == self.end(b.free) - self.start[b.alloc])
+            iv = self.model.new_interval_var(self.start[b.alloc], size, self.end(b.free),
+                                             f"buf_{k}")
+            self.aux_hint.append((size, lambda st, b=b: st[b.free] + self.rg.duration(b.free)
+                                  - st[b.alloc]))
+            by_pool[b.pool][0].append(iv)
+            by_pool[b.pool][1].append(b.amount)
+        for pool, (ivs, amounts) in by_pool.items():
+            limit = self.rg.pools[pool]
+            assert limit is not None
+            if sum(amounts) > limit:
+                self.model.add_cumulative(ivs, amounts, limit)
+
+    def _objective(self, lb: int) -> None:
+        self.makespan = self.model.new_int_var(lb, self.horizon, "makespan")
+        sinks = [t for t in self.rg.graph if self.rg.graph.out_degree(t) == 0]
+        self.model.add_max_equality(self.makespan, [self.end(t) for t in sinks])
+        self.model.minimize(self.makespan)
+
+    def add_hint(self, starts: Mapping[Task, int]) -> None:
+        """A complete hint: every start, every auxiliary variable, the makespan."""
+        for t, var in self.start.items():
+            self.model.add_hint(var, starts[t])
+        for var, fn in self.aux_hint:
+            self.model.add_hint(var, fn(starts))
+        self.model.add_hint(self.makespan,
+                            max((starts[t] + self.rg.duration(t) for t in self.start),
+                                default=0))
+
+    def read(self, solver: cp_model.CpSolver) -> dict[Task, int]:
+        return {t: solver.value(v) for t, v in self.start.items()}
+
+
+@dataclass
+class GraphResult:
+    """Outcome of :func:`solve_graph`: ``status`` OPTIMAL / FEASIBLE / INFEASIBLE / UNKNOWN,
+    ``starts`` (None without a schedule), ``makespan`` and a proven ``lower_bound``."""
+
+    status: str
+    starts: dict[Task, int] | None
+    makespan: int | None
+    lower_bound: int
+
+
+def solve_graph(rg: ResourceGraph, *, hint: Mapping[Task, int] | None = None,
+                horizon: int | None = None, time_limit: float | None = 30.0,
+                workers: int = 1, seed: int = 0) -> GraphResult:
+    """Minimise the makespan of ``rg`` with CP-SAT.
+
+    The horizon is the hint's makespan (default hint: :func:`list_schedule`; a hint that
+    breaks a constraint is dropped) or, without one, the sum of all durations and lags.
+    """
+    lb = rg.lower_bound()
+    if hint is None:
+        try:
+            hint = list_schedule(rg)
+        except ValueError:
+            hint = None
+    if hint is not None and check_starts(rg, hint):
+        hint = None
+    if horizon is None:
+        horizon = (max(hint[t] + rg.duration(t) for t in hint) if hint else
+                   sum(rg.duration(t) for t in rg.graph)
+                   + sum(d["lag"] for _, _, d in rg.graph.edges(data=True)))
+    horizon = max(horizon, lb)
+    m = GraphModel(rg, horizon, lb)
+    if hint is not None:
+        m.add_hint(hint)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    if time_limit is not None:
+        solver.parameters.max_time_in_seconds = time_limit
+    code = solver.solve(m.model)
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        ms = int(round(solver.objective_value))
+        bound = ms if code == cp_model.OPTIMAL else max(lb, int(math.ceil(
+            solver.best_objective_bound - 1e-9)))
+        return GraphResult("OPTIMAL" if bound >= ms else "FEASIBLE", m.read(solver), ms, bound)
+    if code == cp_model.INFEASIBLE:
+        return GraphResult("INFEASIBLE", None, None, lb)
+    return GraphResult("UNKNOWN", None, None, lb)
 
 
 # ------------------------------------------------------------------- model
-class PipelineModel:
-    """The CP-SAT model of one instance at one horizon (ticks).  Build, hint, solve, read."""
+class PipelineModel(GraphModel):
+    """The CP-SAT model of one pipeline instance at one horizon (ticks): the general
+    :class:`GraphModel` of :func:`~cpsched.graph.pipeline_resource_graph`, plus FIFO
+    microbatch order and the implied memory precedences."""
 
     def __init__(self, inst: Instance, horizon: int, lb: int) -> None:
         self.inst = inst
-        self.horizon = horizon
-        self.model = cp_model.CpModel()
-        self.graph = build_task_graph(inst, default_actions(inst))
-        self.start: dict[Action, cp_model.IntVar] = {}
-        self.interval: dict[Action, cp_model.IntervalVar] = {}
-        self.dur = {a: self.graph.nodes[a]["duration"] for a in self.graph}
-        self.device = {a: self.graph.nodes[a]["device"] for a in self.graph}
-        self.aux_hint: list[tuple[cp_model.IntVar, Callable[[dict[Action, int]], int]]] = []
-        self._variables()
-        self._dependencies()
-        self._no_overlap()
+        super().__init__(pipeline_resource_graph(inst), horizon, lb)
+        self.dur = {a: self.rg.duration(a) for a in self.rg.graph}
+        self.device = {a: self.rg.resource(a) for a in self.rg.graph}
         self._fifo()
-        self._memory()
-        self._objective(lb)
-
-    # one method per constraint family, called in order
-    def _variables(self) -> None:
-        head, tail = heads_and_tails(self.graph)
-        for a in self.graph:
-            lo, hi = head[a], self.horizon - tail[a] - self.dur[a]
-            if hi < lo:
-                raise ValueError("horizon below the critical path")
-            s = self.model.new_int_var(lo, hi, f"s_{a}")
-            self.start[a] = s
-            self.interval[a] = self.model.new_fixed_size_interval_var(s, self.dur[a], f"i_{a}")
-
-    def _dependencies(self) -> None:
-        for u, v, data in self.graph.edges(data=True):
-            self.model.add(self.start[v] >= self.start[u] + self.dur[u] + data["lag"])
-
-    def _no_overlap(self) -> None:
-        per_dev: dict[int, list] = defaultdict(list)
-        for a in self.graph:
-            if self.dur[a] > 0:
-                per_dev[self.device[a]].append(self.interval[a])
-        for ivs in per_dev.values():
-            self.model.add_no_overlap(ivs)
+        if inst.memory_limit is not None:
+            self._memory_precedences(inst.memory_limit)
 
     def _fifo(self) -> None:
         inst = self.inst
-        for a in self.graph:
+        for a in self.start:
             nxt = Action(a.kind, a.stage, a.microbatch + 1)
             if nxt in self.start and _direction(inst, a.microbatch) == _direction(
                     inst, nxt.microbatch):
-                self.model.add(self.start[nxt] >= self.start[a] + self.dur[a])
-
-    def _release_actions(self, s: int, i: int) -> list[tuple[Action, float]]:
-        """(action whose end releases, fraction released) for (stage, microbatch)."""
-        if not self.inst.split_backward:
-            return [(Action(Kind.B, s, i), 1.0)]
-        r = self.inst.released_by_input
-        return [(Action(Kind.I, s, i), r), (Action(Kind.W, s, i), 1.0 - r)]
-
-    def _memory(self) -> None:
-        inst = self.inst
-        limit = inst.memory_limit
-        if limit is None:
-            return
-        sc = _memory_scale(inst)
-        cap = math.floor(limit * sc + 1e-6)
-        per_dev: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
-        for i in range(inst.m):
-            for s in range(inst.num_stages):
-                fa = Action(Kind.F, s, i)
-                d = self.device[fa]
-                for rel, frac in self._release_actions(s, i):
-                    demand = math.ceil(inst.activation[s] * frac * sc - 1e-6)
-                    if demand <= 0:
-                        continue
-                    end = self.start[rel] + self.dur[rel]
-                    size = self.model.new_int_var(0, self.horizon, f"live_{rel}")
-                    self.model.add(size == end - self.start[fa])
-                    iv = self.model.new_interval_var(self.start[fa], size, end, f"mem_{rel}")
-                    self.aux_hint.append(
-                        (size, lambda st, fa=fa, rel=rel: st[rel] + self.dur[rel] - st[fa]))
-                    per_dev[d][0].append(iv)
-                    per_dev[d][1].append(demand)
-        for ivs, demands in per_dev.values():
-            if sum(demands) > cap:
-                self.model.add_cumulative(ivs, demands, cap)
-        self._memory_precedences(limit)
+                self.model.add(self.start[nxt] >= self.end(a))
 
     def _memory_precedences(self, limit: float) -> None:
         """Implied: when F(s, j) starts on device d, microbatch j already holds the stages of
@@ -240,8 +318,8 @@ class PipelineModel:
                 earlier = sum(inst.activation[t] for t in inst.stages_of(d)
                               if t < s and inst.device_of(t, mbs[0]) == d)
                 room = limit - earlier
-                rels = self._release_actions(s, mbs[0])
-                # live-until-first-release: holds a; live-until-last-release: holds last part
+                rels = release_actions(inst, s, mbs[0])
+                # live until the first release: holds a; until the last: at least that part
                 bounds = [(rels[0][0].kind, math.floor(room / a + eps))]
                 if len(rels) == 2 and rels[1][1] > eps:
                     # others past their I hold at least a * (1 - r) each
@@ -250,28 +328,8 @@ class PipelineModel:
                     k = max(k, 1)
                     for idx in range(k, len(mbs)):
                         j, i = mbs[idx], mbs[idx - k]
-                        rel = Action(kind, s, i)
                         self.model.add(self.start[Action(Kind.F, s, j)]
-                                       >= self.start[rel] + self.dur[rel])
-
-    def _objective(self, lb: int) -> None:
-        self.makespan = self.model.new_int_var(lb, self.horizon, "makespan")
-        sinks = [a for a in self.graph if self.graph.out_degree(a) == 0]
-        self.model.add_max_equality(self.makespan,
-                                    [self.start[a] + self.dur[a] for a in sinks])
-        self.model.minimize(self.makespan)
-
-    # hint and read-back
-    def add_hint(self, starts: Mapping[Action, int]) -> None:
-        """A complete hint: every start, every auxiliary variable, the makespan."""
-        for a, var in self.start.items():
-            self.model.add_hint(var, starts[a])
-        for var, fn in self.aux_hint:
-            self.model.add_hint(var, fn(starts))
-        self.model.add_hint(self.makespan, max(starts[a] + self.dur[a] for a in self.start))
-
-    def read(self, solver: cp_model.CpSolver) -> dict[Action, int]:
-        return {a: solver.value(v) for a, v in self.start.items()}
+                                       >= self.end(Action(kind, s, i)))
 
     def to_schedule(self, starts: Mapping[Action, int], method: str) -> Schedule:
         inst = self.inst

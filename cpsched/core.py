@@ -1,0 +1,282 @@
+"""The general core: a task graph with resources of any capacity and memory buffers, its
+bounds and a list scheduler (no solver code; the CP-SAT model of it is
+:class:`cpsched.solver.GraphModel`).  Pipelines are one builder
+(:func:`cpsched.graph.pipeline_resource_graph`); the article's HLS example is another
+(:func:`hls_example`).
+
+A :class:`ResourceGraph` holds
+
+* **tasks** with an integer ``duration`` and an optional ``resource``;
+* **resources** with a ``capacity`` (1 = one task at a time → ``NoOverlap``; k → ``Cumulative``
+  with demand 1 per task);
+* **edges** ``u -> v`` with a ``lag``: ``start(v) >= end(u) + lag``;
+* **memory pools** with an optional ``limit`` and **buffers**: ``amount`` units held in a pool
+  from the *start* of an ``alloc`` task to the *end* of a ``free`` task (memory deltas).
+
+All times are integers (ticks).  Sources: list scheduling as in high-level synthesis (priority
+rule + lexicographic tie-breakers) and the four-ingredient CP-SAT model (windows, dependencies,
+NoOverlap, Cumulative) of the pipeline-scheduling article in ``shared/reference``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+Task = Hashable
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """``amount`` units of ``pool`` held from the start of ``alloc`` to the end of ``free``."""
+
+    pool: Hashable
+    alloc: Task
+    free: Task
+    amount: int
+
+
+@dataclass
+class ResourceGraph:
+    """Tasks, resources of any capacity, precedences with lags, memory pools and buffers.
+
+    Raises:
+        ValueError: on an unknown resource/task/pool, a negative duration, lag or amount, or a
+            cycle (checked by :meth:`check`).
+    """
+
+    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    capacity: dict[Hashable, int] = field(default_factory=dict)
+    pools: dict[Hashable, int | None] = field(default_factory=dict)
+    buffers: list[Buffer] = field(default_factory=list)
+
+    def add_resource(self, name: Hashable, capacity: int = 1) -> None:
+        """A resource running at most ``capacity`` tasks at once."""
+        if capacity < 1:
+            raise ValueError(f"resource {name!r}: capacity = {capacity}, must be >= 1")
+        self.capacity[name] = capacity
+
+    def add_task(self, name: Task, duration: int, resource: Hashable | None = None) -> None:
+        """A task of ``duration`` ticks on ``resource`` (None: needs no resource)."""
+        if duration < 0:
+            raise ValueError(f"task {name!r}: duration = {duration}, must be >= 0")
+        if resource is not None and resource not in self.capacity:
+            raise ValueError(f"task {name!r}: unknown resource {resource!r}")
+        self.graph.add_node(name, duration=int(duration), resource=resource)
+
+    def add_edge(self, u: Task, v: Task, lag: int = 0) -> None:
+        """``start(v) >= end(u) + lag``."""
+        for t in (u, v):
+            if t not in self.graph:
+                raise ValueError(f"edge {u!r} -> {v!r}: unknown task {t!r}")
+        if lag < 0:
+            raise ValueError(f"edge {u!r} -> {v!r}: lag = {lag}, must be >= 0")
+        self.graph.add_edge(u, v, lag=int(lag))
+
+    def add_pool(self, name: Hashable, limit: int | None = None) -> None:
+        """A memory pool with an optional limit."""
+        self.pools[name] = limit
+
+    def add_buffer(self, pool: Hashable, alloc: Task, free: Task, amount: int) -> None:
+        """Hold ``amount`` of ``pool`` from the start of ``alloc`` to the end of ``free``."""
+        if pool not in self.pools:
+            raise ValueError(f"buffer: unknown pool {pool!r}")
+        for t in (alloc, free):
+            if t not in self.graph:
+                raise ValueError(f"buffer: unknown task {t!r}")
+        if amount < 0:
+            raise ValueError(f"buffer {alloc!r}..{free!r}: amount = {amount}, must be >= 0")
+        if amount:
+            self.buffers.append(Buffer(pool, alloc, free, int(amount)))
+
+    def duration(self, t: Task) -> int:
+        return self.graph.nodes[t]["duration"]
+
+    def resource(self, t: Task) -> Hashable | None:
+        return self.graph.nodes[t]["resource"]
+
+    def check(self) -> None:
+        """Raise ValueError if the precedences have a cycle."""
+        if not nx.is_directed_acyclic_graph(self.graph):
+            cyc = nx.find_cycle(self.graph)
+            raise ValueError("precedence cycle: " + " -> ".join(repr(u) for u, _ in cyc))
+
+    # ------------------------------------------------------------ bounds
+    def heads_and_tails(self) -> tuple[dict[Task, int], dict[Task, int]]:
+        """Earliest start (head) and the longest chain after the end (tail), per task."""
+        g = self.graph
+        order = list(nx.topological_sort(g))
+        head: dict[Task, int] = {}
+        for t in order:
+            head[t] = max((head[u] + self.duration(u) + g.edges[u, t]["lag"]
+                           for u in g.predecessors(t)), default=0)
+        tail: dict[Task, int] = {}
+        for t in reversed(order):
+            tail[t] = max((g.edges[t, w]["lag"] + self.duration(w) + tail[w]
+                           for w in g.successors(t)), default=0)
+        return head, tail
+
+    def lower_bound(self) -> int:
+        """``max(critical path, max over resources of min head + ceil(work / capacity) + min
+        tail)``: no schedule is shorter."""
+        head, tail = self.heads_and_tails()
+        best = max((head[t] + self.duration(t) + tail[t] for t in self.graph), default=0)
+        by_res: dict[Hashable, list[Task]] = defaultdict(list)
+        for t in self.graph:
+            if self.resource(t) is not None:
+                by_res[self.resource(t)].append(t)
+        for r, ts in by_res.items():
+            work = math.ceil(sum(self.duration(t) for t in ts) / self.capacity[r])
+            best = max(best, min(head[t] for t in ts) + work + min(tail[t] for t in ts))
+        return best
+
+
+# --------------------------------------------------------------- validation
+def check_starts(rg: ResourceGraph, starts: Mapping[Task, int]) -> list[str]:
+    """Violations of ``starts`` against ``rg`` (precedences, capacities, pool limits)."""
+    out: list[str] = []
+    end = {t: starts[t] + rg.duration(t) for t in rg.graph}
+    for u, v, d in rg.graph.edges(data=True):
+        if starts[v] < end[u] + d["lag"]:
+            out.append(f"{v!r} starts at {starts[v]} before {u!r} ends at {end[u]} + {d['lag']}")
+    events: dict[Hashable, list[tuple[int, int]]] = defaultdict(list)
+    for t in rg.graph:
+        r = rg.resource(t)
+        if r is not None and rg.duration(t) > 0:
+            events[r] += [(starts[t], 1), (end[t], -1)]
+    for r, ev in events.items():
+        load = 0
+        for time, delta in sorted(ev, key=lambda x: (x[0], x[1])):
+            load += delta
+            if load > rg.capacity[r]:
+                out.append(f"resource {r!r} runs {load} > capacity {rg.capacity[r]} at {time}")
+                break
+    mem: dict[Hashable, list[tuple[int, int]]] = defaultdict(list)
+    for b in rg.buffers:
+        mem[b.pool] += [(starts[b.alloc], b.amount), (end[b.free], -b.amount)]
+    for pool, ev in mem.items():
+        limit, held = rg.pools[pool], 0
+        for time, delta in sorted(ev, key=lambda x: (x[0], x[1])):
+            held += delta
+            if limit is not None and held > limit:
+                out.append(f"pool {pool!r} holds {held} > limit {limit} at {time}")
+                break
+    return out
+
+
+# ------------------------------------------------------------ list scheduling
+PriorityKey = Callable[[Task], Any]
+
+
+def list_schedule(rg: ResourceGraph, key: PriorityKey | None = None) -> dict[Task, int]:
+    """Non-delay list scheduling: at each event time, start ready tasks in ``key`` order
+    (smallest first; a tuple = priority rule then lexicographic tie-breakers) while their
+    resource has free capacity and their buffers fit the pool limits.
+
+    Default key: latest start (ALAP against the critical path) first, then the task itself.
+
+    Returns:
+        ``{task: start}``.
+
+    Raises:
+        ValueError: the graph has a cycle, or no task can start while some remain (a pool
+            limit blocks every ready task).
+    """
+    rg.check()
+    g = rg.graph
+    if key is None:
+        head, tail = rg.heads_and_tails()
+        cp = max((head[t] + rg.duration(t) + tail[t] for t in g), default=0)
+
+        def key(t: Task) -> Any:
+            return (cp - tail[t] - rg.duration(t), repr(t))
+
+    allocs: dict[Task, list[Buffer]] = defaultdict(list)
+    frees: dict[Task, list[Buffer]] = defaultdict(list)
+    for b in rg.buffers:
+        allocs[b.alloc].append(b)
+        frees[b.free].append(b)
+    held: dict[Hashable, int] = defaultdict(int)
+    busy: dict[Hashable, int] = defaultdict(int)
+    waiting = {t: g.in_degree(t) for t in g}
+    release: dict[Task, int] = {t: 0 for t in g if waiting[t] == 0}
+    starts: dict[Task, int] = {}
+    running: list[tuple[int, int, Task]] = []  # (end, seq, task)
+    seq = 0
+    now = 0
+    while len(starts) < g.number_of_nodes():
+        ready = sorted((t for t, r in release.items() if r <= now), key=key)
+        for t in ready:
+            r = rg.resource(t)
+            if r is not None and rg.duration(t) > 0 and busy[r] >= rg.capacity[r]:
+                continue
+            if any(rg.pools[b.pool] is not None and held[b.pool] + b.amount > rg.pools[b.pool]
+                   for b in allocs[t]):
+                continue
+            del release[t]
+            starts[t] = now
+            for b in allocs[t]:
+                held[b.pool] += b.amount
+            if r is not None and rg.duration(t) > 0:
+                busy[r] += 1
+            heapq.heappush(running, (now + rg.duration(t), seq, t))
+            seq += 1
+        if not running:
+            nxt = min(release.values())  # non-empty: the graph is acyclic
+            if nxt > now:
+                now = nxt
+                continue
+            raise ValueError("list scheduling is stuck: every ready task waits for memory "
+                             f"({', '.join(repr(t) for t in list(release)[:3])} ...)")
+        # advance to the next completion (or the next release, if earlier)
+        nxt_end = running[0][0]
+        future = [r for r in release.values() if r > now]
+        now = min([nxt_end, *future]) if future else nxt_end
+        while running and running[0][0] <= now:
+            end, _, t = heapq.heappop(running)
+            r = rg.resource(t)
+            if r is not None and rg.duration(t) > 0:
+                busy[r] -= 1
+            for b in frees[t]:
+                held[b.pool] -= b.amount
+            for w in g.successors(t):
+                waiting[w] -= 1
+                if waiting[w] == 0:
+                    release[w] = max(starts[u] + rg.duration(u) + g.edges[u, w]["lag"]
+                                     for u in g.predecessors(w))
+    return starts
+
+
+# ---------------------------------------------------------------- HLS example
+def hls_example(multiplier_latency: int = 1) -> ResourceGraph:
+    """The article's high-level-synthesis example: ``(a+b)*(c+d) + (e+f)*(g+h)`` with one
+    multiplier and two adders (every operation ``1`` cycle, multiplications
+    ``multiplier_latency``).  Tasks: ``"a+b"``, ``"c+d"``, ``"e+f"``, ``"g+h"``, ``"m1"``
+    (= (a+b)*(c+d)), ``"m2"``, ``"sum"``.
+
+    Pairing the two additions that feed the same multiplication first lets the multiplier
+    start one cycle earlier than pairing additions that feed different ones.
+    """
+    rg = ResourceGraph()
+    rg.add_resource("adder", 2)
+    rg.add_resource("multiplier", 1)
+    for t in ("a+b", "c+d", "e+f", "g+h", "sum"):
+        rg.add_task(t, 1, "adder")
+    for t in ("m1", "m2"):
+        rg.add_task(t, multiplier_latency, "multiplier")
+    for a, mlt in (("a+b", "m1"), ("c+d", "m1"), ("e+f", "m2"), ("g+h", "m2")):
+        rg.add_edge(a, mlt)
+    rg.add_edge("m1", "sum")
+    rg.add_edge("m2", "sum")
+    return rg
+
+
+def makespan_of(rg: ResourceGraph, starts: Mapping[Task, int]) -> int:
+    """Latest end of ``starts`` on ``rg``."""
+    return max((starts[t] + rg.duration(t) for t in starts), default=0)
