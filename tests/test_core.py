@@ -67,7 +67,7 @@ def test_bad_graphs_rejected() -> None:
 
 def _orders(inst, starts):  # noqa: ANN001, ANN202
     per = [[] for _ in range(inst.p)]
-    for a, t in sorted(starts.items(), key=lambda x: (x[1], x[0].kind != Kind.F)):
+    for a, _t in sorted(starts.items(), key=lambda x: (x[1], x[0].kind != Kind.F)):
         per[inst.device_of(a.stage)].append(a)
     return per
 
