@@ -330,6 +330,34 @@ class PipelineModel(GraphModel):
                         j, i = mbs[idx], mbs[idx - k]
                         self.model.add(self.start[Action(Kind.F, s, j)]
                                        >= self.end(Action(kind, s, i)))
+        if inst.placement != "bidirectional":
+            self._footprint_precedences(limit)
+
+    def _footprint_precedences(self, limit: float) -> None:
+        """Implied, for devices with several stages ``s_1 < ... < s_v``: from the start of
+        ``F(s_t, i)`` to the end of the first release of ``s_t`` (``B``/``I``), microbatch i
+        holds ``a[s_1] + ... + a[s_t]`` on the device (its earlier stages release later).  Every
+        later microbatch that has entered the device by then holds at least ``a[s_1]`` until
+        after that moment (FIFO), so at most ``K_t = floor((limit - footprint_t) / a[s_1])``
+        can have entered: ``start F(s_1, i + K_t + 1) >= end firstrel(s_t, i)``."""
+        inst = self.inst
+        eps = 1e-9
+        for d in range(inst.p):
+            stages = inst.stages_of(d)
+            first = stages[0]
+            a1 = inst.activation[first]
+            if len(stages) < 2 or a1 <= 0:
+                continue
+            footprint = 0.0
+            for st in stages:
+                footprint += inst.activation[st]
+                if st == first:
+                    continue  # the per-stage rule above covers it
+                k = math.floor((limit - footprint) / a1 + eps) + 1
+                rel_kind = release_actions(inst, st, 0)[0][0].kind
+                for i in range(inst.m - k):
+                    self.model.add(self.start[Action(Kind.F, first, i + k)]
+                                   >= self.end(Action(rel_kind, st, i)))
 
     def to_schedule(self, starts: Mapping[Action, int], method: str) -> Schedule:
         inst = self.inst
