@@ -77,8 +77,9 @@ def _instance(path: Path | None, sets: list[str] | None, flags: dict[str, Any]) 
         raise _fail(f"instance: {exc}") from None
 
 
-def _flags(**kw: Any) -> dict[str, Any]:
-    return kw
+def _flags(params: dict[str, Any]) -> dict[str, Any]:
+    """The instance flags among a command's parameters."""
+    return {k: v for k, v in params.items() if k in _FLAG_FIELDS}
 
 
 Devices = Annotated[int | None, typer.Option("--devices", "-p", help="Devices (pipeline ranks) p.",
@@ -233,7 +234,7 @@ def solve(
     name: Name = None, devices: Devices = None, chunks: Chunks = None, microbatches: Micro = None,
     placement: Placement = None, split_backward: Split = None, forward: Fwd = None,
     backward: Bwd = None, backward_input: BwdI = None, backward_weight: BwdW = None,
-    overlap: Ovl = None, p2p_latency: Lat = None, activation: Act = None,
+    overlap_forward_backward: Ovl = None, p2p_latency: Lat = None, activation: Act = None,
     released_by_input: Rel = None,
 ) -> None:
     """Optimal schedule with CP-SAT, warm-started from the best known schedule.
@@ -241,12 +242,7 @@ def solve(
     Prints every applicable known schedule beside the optimum (makespan, bubble, peak memory,
     status, gap) and writes OUT/NAME.json (SPEC §3) and OUT/NAME.png (Gantt + memory).
     """
-    inst = _instance(instance, sets, _flags(
-        name=name, devices=devices, chunks=chunks, microbatches=microbatches,
-        placement=placement, split_backward=split_backward, forward=forward,
-        backward=backward, backward_input=backward_input, backward_weight=backward_weight,
-        overlap_forward_backward=overlap, p2p_latency=p2p_latency, activation=activation,
-        released_by_input=released_by_input, memory_limit=memory_limit))
+    inst = _instance(instance, sets, _flags(locals()))
     if time_limit <= 0:
         raise _fail(f"--time-limit = {time_limit}: must be > 0 seconds")
     if workers < 1:
@@ -315,7 +311,7 @@ def simulate(
     name: Name = None, devices: Devices = None, chunks: Chunks = None, microbatches: Micro = None,
     placement: Placement = None, split_backward: Split = None, forward: Fwd = None,
     backward: Bwd = None, backward_input: BwdI = None, backward_weight: BwdW = None,
-    overlap: Ovl = None, p2p_latency: Lat = None, activation: Act = None,
+    overlap_forward_backward: Ovl = None, p2p_latency: Lat = None, activation: Act = None,
     released_by_input: Rel = None,
 ) -> None:
     """A named known schedule, timed on the instance and validated.
@@ -323,13 +319,8 @@ def simulate(
     Writes OUT/NAME-SCHEDULE.json and .png; exit 1 if it breaks a constraint (e.g. the
     memory limit), listing each violation.
     """
-    inst = _instance(instance, sets, _flags(
-        name=name, devices=devices, chunks=chunks, microbatches=microbatches,
-        placement=placement, split_backward=split_backward, forward=forward,
-        backward=backward, backward_input=backward_input, backward_weight=backward_weight,
-        overlap_forward_backward=overlap, p2p_latency=p2p_latency, activation=activation,
-        released_by_input=released_by_input, memory_limit=memory_limit))
-    from cpsched.graph import lower_bound
+    inst = _instance(instance, sets, _flags(locals()))
+    from cpsched.graph import overlap_lower_bound
     from cpsched.schedules import NotApplicable, run_schedule
     from cpsched.validate import validate
 
@@ -339,7 +330,7 @@ def simulate(
         raise _fail(f"schedule {exc}") from None
     except ValueError as exc:
         raise _fail(str(exc)) from None
-    lb = inst.from_ticks(lower_bound(inst).value)
+    lb = inst.from_ticks(overlap_lower_bound(inst))  # valid with or without F&B overlap
     sch.lower_bound = lb
     violations = validate(sch)
     paths = _write_outputs(sch, out, f"{inst.name}-{schedule}", not no_plot)
@@ -488,7 +479,7 @@ def import_torch(
 ) -> None:
     """Read a PyTorch action CSV, time it on the instance, validate it and compare it."""
     inst = _instance(instance, sets, {})
-    from cpsched.graph import lower_bound
+    from cpsched.graph import overlap_lower_bound
     from cpsched.torch_io import TorchCsvError, read_torch_csv
     from cpsched.validate import validate as check
 
@@ -496,7 +487,7 @@ def import_torch(
         sch = read_torch_csv(csv_file, inst)
     except (TorchCsvError, OSError) as exc:
         raise _fail(str(exc)) from None
-    lb = inst.from_ticks(lower_bound(inst).value)
+    lb = inst.from_ticks(overlap_lower_bound(inst))  # valid with or without F&B overlap
     sch.lower_bound = lb
     violations = check(sch)
     paths = _write_outputs(sch, out, f"{inst.name}-{csv_file.stem}", not no_plot)
