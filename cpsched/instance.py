@@ -23,6 +23,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 Number = float | int
 PerStage = Number | list[Number]
 
+#: Largest instance accepted, in actions (beyond this neither the solver nor plots help).
+MAX_ACTIONS = 200_000
+
 #: Largest power of ten used to turn durations into integer ticks (3 decimals are exact).
 MAX_TIME_DECIMALS = 3
 
@@ -40,7 +43,8 @@ class InstanceError(ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field} = {value!r}: {allowed}")
+        super().__init__(f"{field}: {allowed}" if value is None else
+                         f"{field} = {value!r}: {allowed}")
 
 
 class _Section(BaseModel):
@@ -200,6 +204,11 @@ class Instance(_Section):
                 raise InstanceError(
                     "pipeline.microbatches", m, 'placement = "bidirectional" needs an even number'
                 )
+        n_actions = m * S * (3 if pl.split_backward else 2)
+        if n_actions > MAX_ACTIONS:
+            raise InstanceError(
+                "pipeline", f"p={p}, v={v}, m={m}",
+                f"at most {MAX_ACTIONS} actions (m * p * v * kinds); this has {n_actions}")
         c = self.costs
         for fld in ("forward", "backward", "backward_input", "backward_weight",
                     "overlap_forward_backward"):

@@ -132,3 +132,12 @@ def test_toml_round_trip(tmp_path: Path, every_feature: Instance) -> None:
     p = tmp_path / "x.toml"
     p.write_text(every_feature.to_toml())
     assert load_instance(p) == every_feature
+
+
+def test_too_large_rejected() -> None:
+    with pytest.raises(InstanceError, match="at most 200000 actions"):
+        make(1000, 1, 1000)
+    with pytest.raises(InstanceError) as ei:
+        Instance.from_dict({"name": "x", "pipeline": {"devices": 2},
+                            "costs": {"forward": 1, "backward": 1}})
+    assert str(ei.value) == "pipeline.microbatches: required field is missing"
