@@ -8,7 +8,7 @@ Intervals are half-open ``[start, end)``: at one instant, releases happen before
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from cpsched.instance import Instance
 from cpsched.model import Kind, Schedule, TimedAction
@@ -65,15 +65,22 @@ def peak_memory(schedule: Schedule) -> list[float]:
     return peaks
 
 
-def busy_time(schedule: Schedule) -> list[float]:
-    """Busy time per device; an overlapped F&B pair counts its duration once."""
-    busy = [0.0] * schedule.instance.p
+def step_rows(actions: Iterable[TimedAction]) -> Iterator[TimedAction]:
+    """One row per step of the devices' time: every action, but only the first member of
+    each overlapped F&B pair (both share device, start and end)."""
     seen: set[int] = set()
-    for a in schedule.actions:
+    for a in actions:
         if a.overlap is not None:
             if a.overlap in seen:
                 continue
             seen.add(a.overlap)
+        yield a
+
+
+def busy_time(schedule: Schedule) -> list[float]:
+    """Busy time per device; an overlapped F&B pair counts its duration once."""
+    busy = [0.0] * schedule.instance.p
+    for a in step_rows(schedule.actions):
         busy[a.device] += a.end - a.start
     return busy
 

@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
-from cpsched.metrics import memory_profile
+from cpsched.metrics import memory_profile, step_rows
 from cpsched.model import Kind, Schedule, TimedAction
 
 if TYPE_CHECKING:
@@ -132,12 +132,7 @@ def _new_axes(figsize: tuple[float, float]) -> Axes:
 def _blocks_per_device(schedule: Schedule) -> int:
     """Most blocks on one device (an overlapped pair counts once)."""
     counts = [0] * max(1, schedule.instance.p)
-    seen: set[int] = set()
-    for a in schedule.actions:
-        if a.overlap is not None:
-            if a.overlap in seen:
-                continue
-            seen.add(a.overlap)
+    for a in step_rows(schedule.actions):
         if 0 <= a.device < len(counts):
             counts[a.device] += 1
     return max(counts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cpsched.instance import Instance
-from cpsched.metrics import memory_events
+from cpsched.metrics import memory_events, step_rows
 from cpsched.model import Kind, Schedule, TimedAction
 
 #: Absolute tolerance on times and memory, in the instance's units.
@@ -138,12 +138,7 @@ def validate(schedule: Schedule, instance: Instance | None = None,
 
     # one step at a time per device
     per_dev: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
-    seen_groups: set[int] = set()
-    for a in schedule.actions:
-        if a.overlap is not None:
-            if a.overlap in seen_groups:
-                continue
-            seen_groups.add(a.overlap)
+    for a in step_rows(schedule.actions):
         if a.end - a.start > eps:  # an empty interval occupies no device time
             per_dev[a.device].append((a.start, a.end, f"{a.stage}{a.kind}{a.microbatch}"))
     for d, ivs in per_dev.items():
