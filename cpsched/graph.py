@@ -157,13 +157,39 @@ def lower_bound(instance: Instance, g: nx.DiGraph | None = None) -> LowerBound:
     return LowerBound(max(cp, *per_dev), cp, tuple(per_dev))
 
 
+def overlap_relaxed_durations(instance: Instance, g: nx.DiGraph) -> dict[Action, int]:
+    """Per action of ``g``, a duration (ticks) that no schedule with overlapped F&B pairs can
+    beat along any chain of the task graph.
+
+    In a pair each member spans a pair duration (at least the shortest
+    ``overlap_forward_backward``, ``P``) instead of its own, so ``F``, ``B`` and ``I`` count
+    ``min(duration, P)``.  With split backward a pair may run a fused ``B`` (``I`` and ``W``
+    together, both ending with the pair), so the ``I -> W`` chain only guarantees
+    ``min(I + W, P)``: ``W`` counts ``max(0, min(I + W, P) - min(I, P))``.  Without an overlap
+    cost: the durations themselves.
+    """
+    dur = nx.get_node_attributes(g, "duration")
+    ov = instance.overlap_forward_backward
+    if ov is None:
+        return dict(dur)
+    shortest = min(instance.ticks(x) for x in ov)
+    out: dict[Action, int] = {}
+    for a, d in dur.items():
+        if a.kind == Kind.W and instance.split_backward:
+            i = duration(instance, Action(Kind.I, a.stage, a.microbatch))
+            out[a] = max(0, min(i + d, shortest) - min(i, shortest))
+        else:
+            out[a] = min(d, shortest)
+    return out
+
+
 def overlap_lower_bound(instance: Instance, g: nx.DiGraph | None = None) -> int:
     """Lower bound (ticks) valid also for schedules with overlapped F&B pairs.
 
-    In a pair each member spans ``overlap_forward_backward`` instead of its own duration, so
-    chains use ``min(duration, shortest pair)`` per action, and a device's work is its total
-    minus the largest savings its pairs could make (``F + B - pair`` per pair, at most
-    ``min(#F, #B/I)`` pairs).  Equals :func:`lower_bound` when no overlap cost is given.
+    Chains use :func:`overlap_relaxed_durations`, and a device's work is its total minus the
+    largest savings its pairs could make (``F + B - pair`` per pair, ``B`` the full backward
+    since a pair may run it fused, at most ``min(#F, #B/I)`` pairs).  Equals
+    :func:`lower_bound` when no overlap cost is given.
     """
     g = build_task_graph(instance) if g is None else g
     ov = instance.overlap_forward_backward
@@ -171,14 +197,17 @@ def overlap_lower_bound(instance: Instance, g: nx.DiGraph | None = None) -> int:
         return lower_bound(instance, g).value
     shortest = min(instance.ticks(x) for x in ov)
     h = g.copy()
+    rel = overlap_relaxed_durations(instance, g)
     for a in h:
-        h.nodes[a]["duration"] = min(h.nodes[a]["duration"], shortest)
+        h.nodes[a]["duration"] = rel[a]
     head, tail = heads_and_tails(h)
     dur = nx.get_node_attributes(g, "duration")
-    cp = max((head[a] + h.nodes[a]["duration"] + tail[a] for a in h), default=0)
+    cp = max((head[a] + rel[a] + tail[a] for a in h), default=0)
     best = cp
     for d in range(instance.p):
         nodes = [a for a in g if g.nodes[a]["device"] == d]
+        if not nodes:
+            continue
         fs = sorted((dur[a] for a in nodes if a.kind == Kind.F), reverse=True)
         # a pair may take a fused B (I + W) with split backward: that saves the most
         bs = sorted((instance.ticks(instance.backward[a.stage]) for a in nodes
