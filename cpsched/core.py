@@ -32,6 +32,26 @@ import networkx as nx
 Task = Hashable
 
 
+def heads_and_tails(g: nx.DiGraph) -> tuple[dict[Task, int], dict[Task, int]]:
+    """ASAP start (``head``) and ``tail`` of every node of a DAG whose nodes carry
+    ``duration`` and edges ``lag`` (ticks).
+
+    ``head[t]``: longest chain of durations + lags that must run before ``t`` starts.
+    ``tail[t]``: longest chain that must run after ``t`` ends (0 for a sink).
+    """
+    order = list(nx.topological_sort(g))
+    dur = nx.get_node_attributes(g, "duration")
+    head: dict[Task, int] = {}
+    for t in order:
+        head[t] = max((head[u] + dur[u] + g.edges[u, t]["lag"] for u in g.predecessors(t)),
+                      default=0)
+    tail: dict[Task, int] = {}
+    for t in reversed(order):
+        tail[t] = max((g.edges[t, w]["lag"] + dur[w] + tail[w] for w in g.successors(t)),
+                      default=0)
+    return head, tail
+
+
 @dataclass(frozen=True)
 class Buffer:
     """``amount`` units of ``pool`` held from the start of ``alloc`` to the end of ``free``."""
@@ -110,17 +130,7 @@ class ResourceGraph:
     # ------------------------------------------------------------ bounds
     def heads_and_tails(self) -> tuple[dict[Task, int], dict[Task, int]]:
         """Earliest start (head) and the longest chain after the end (tail), per task."""
-        g = self.graph
-        order = list(nx.topological_sort(g))
-        head: dict[Task, int] = {}
-        for t in order:
-            head[t] = max((head[u] + self.duration(u) + g.edges[u, t]["lag"]
-                           for u in g.predecessors(t)), default=0)
-        tail: dict[Task, int] = {}
-        for t in reversed(order):
-            tail[t] = max((g.edges[t, w]["lag"] + self.duration(w) + tail[w]
-                           for w in g.successors(t)), default=0)
-        return head, tail
+        return heads_and_tails(self.graph)
 
     def lower_bound(self) -> int:
         """``max(critical path, max over resources of min head + ceil(work / capacity) + min

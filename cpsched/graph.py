@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from cpsched.core import ResourceGraph
+from cpsched.core import ResourceGraph, heads_and_tails
 from cpsched.instance import Instance
 from cpsched.model import Action, Kind, Overlap, default_actions
 
@@ -104,25 +104,6 @@ def build_task_graph(instance: Instance, actions: Iterable[Action] | None = None
         for pred, lag in dependencies(instance, a, rule):
             g.add_edge(pred, a, lag=lag)
     return g
-
-
-def heads_and_tails(g: nx.DiGraph) -> tuple[dict[Action, int], dict[Action, int]]:
-    """ASAP start (``head``) and ``tail`` of every node, in ticks.
-
-    ``head[a]``: longest chain of durations + lags that must run before ``a`` starts.
-    ``tail[a]``: longest chain that must run after ``a`` ends (0 for a sink).
-    """
-    order = list(nx.topological_sort(g))
-    dur = nx.get_node_attributes(g, "duration")
-    head: dict[Action, int] = {}
-    for a in order:
-        head[a] = max((head[u] + dur[u] + g.edges[u, a]["lag"] for u in g.predecessors(a)),
-                      default=0)
-    tail: dict[Action, int] = {}
-    for a in reversed(order):
-        tail[a] = max((g.edges[a, w]["lag"] + dur[w] + tail[w] for w in g.successors(a)),
-                      default=0)
-    return head, tail
 
 
 @dataclass(frozen=True)
