@@ -46,7 +46,7 @@ from cpsched.instance import (
     load_instance,
     read_toml,
 )
-from cpsched.model import Kind, Schedule, TimedAction
+from cpsched.model import Schedule
 from cpsched.schedules import run_all
 from cpsched.solver import solve
 from cpsched.validate import validate
@@ -199,55 +199,6 @@ def load_grid(path: str | Path, skipped: list[tuple[str, str]] | None = None
     return out
 
 
-# ------------------------------------------------------------------------- candidates
-def serialise_overlaps(schedule: Schedule) -> Schedule | None:
-    """The schedule with every overlapped F&B pair run as its backward then its forward.
-
-    Only for instances without ``overlap_forward_backward`` (a pair then lasts ``F + B``):
-    the backward runs first from the pair's start, the forward ends at the pair's end, so
-    every dependency still holds, memory is allocated later and released earlier (never
-    higher), and the makespan is unchanged.  Returns None when the instance has an overlap
-    cost (the solver handles overlapped candidates itself) or the schedule has no pairs.
-    """
-    inst = schedule.instance
-    if inst.overlap_forward_backward is not None:
-        return None
-    if all(a.overlap is None for a in schedule.actions):
-        return None
-    pairs: dict[int, list[TimedAction]] = {}
-    out: list[TimedAction] = []
-    for a in schedule.actions:
-        if a.overlap is None:
-            out.append(a)
-        else:
-            pairs.setdefault(a.overlap, []).append(a)
-    for members in pairs.values():
-        f = next(a for a in members if a.kind == Kind.F)
-        b = next(a for a in members if a.kind != Kind.F)
-        t = inst.ticks(b.start)
-        dur_b = inst.ticks(inst.backward[b.stage] if b.kind == Kind.B
-                           else inst.backward_input[b.stage])
-        mid = t + dur_b
-        end = mid + inst.ticks(inst.forward[f.stage])
-        out.append(TimedAction(b.device, b.stage, b.microbatch, b.kind, b.start,
-                               inst.from_ticks(mid)))
-        out.append(TimedAction(f.device, f.stage, f.microbatch, f.kind, inst.from_ticks(mid),
-                               inst.from_ticks(end)))
-    return Schedule(inst, out, method=schedule.method)
-
-
-def warm_start_candidates(inst: Instance) -> dict[str, Schedule]:
-    """Every applicable schedule on ``inst`` plus serialised versions of the overlapped ones
-    (:func:`serialise_overlaps`, named ``NAME/serial``): the warm starts :func:`compare`
-    gives the solver."""
-    cands = dict(run_all(inst))
-    for name, sch in list(cands.items()):
-        ser = serialise_overlaps(sch)
-        if ser is not None:
-            cands[f"{name}/serial"] = ser
-    return cands
-
-
 # ------------------------------------------------------------------------------ solving
 def _limit_key(limit: float | None) -> float | None:
     return None if limit is None else round(float(limit), 9)
@@ -268,7 +219,7 @@ def _solve_task(task: _Task) -> dict[str, Any]:
     try:
         inst = Instance.from_dict(task.instance).replace(**{"memory.limit": task.limit})
         res = solve(inst, time_limit=task.time_limit, workers=task.workers,
-                    candidates=warm_start_candidates(inst), parameters=task.parameters)
+                    candidates=run_all(inst), parameters=task.parameters)
         sch = res.schedule
         return {
             "makespan": res.makespan, "status": res.status, "gap": res.gap,
@@ -593,7 +544,7 @@ def pareto_front(
     kw = {"time_limit": time_limit, "workers": workers, "parameters": parameters}
     if limits is None:
         free = inst.replace(**{"memory.limit": None})
-        unl = solve(free, candidates=warm_start_candidates(free), **kw)
+        unl = solve(free, candidates=run_all(free), **kw)
         assert unl.schedule is not None
         top = max(unl.schedule.peak_memory)
         lo = inst.min_memory_limit()
@@ -610,7 +561,7 @@ def pareto_front(
     prev: Schedule | None = None
     for lim in lims:
         li = inst.replace(**{"memory.limit": lim})
-        cands = warm_start_candidates(li)
+        cands = dict(run_all(li))
         if prev is not None:
             cands["previous-limit"] = Schedule(li, list(prev.actions), method="previous-limit")
         res = solve(li, candidates=cands, **kw)
@@ -650,6 +601,5 @@ def schedule_points(inst: Instance, names: Sequence[str] | None = None
 
 __all__ = [
     "COLUMNS", "OPTIMUM", "ParetoPoint", "compare", "load_grid", "memory_quantum",
-    "pareto_front", "schedule_points", "serialise_overlaps", "to_markdown",
-    "warm_start_candidates", "write_results",
+    "pareto_front", "schedule_points", "to_markdown", "write_results",
 ]

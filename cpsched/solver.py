@@ -106,6 +106,42 @@ def split_fused(schedule: Schedule) -> list[TimedAction]:
     return out
 
 
+def serialise_overlaps(schedule: Schedule) -> Schedule | None:
+    """The schedule with every overlapped F&B pair run as its backward then its forward.
+
+    Only for instances without ``overlap_forward_backward`` (a pair then lasts ``F + B``):
+    the backward runs first from the pair's start, the forward ends at the pair's end, so
+    every dependency still holds, memory is allocated later and released earlier (never
+    higher), and the makespan is unchanged.  Returns None when the instance has an overlap
+    cost (the model then covers pairs itself) or the schedule has no pairs.
+    """
+    inst = schedule.instance
+    if inst.overlap_forward_backward is not None:
+        return None
+    if all(a.overlap is None for a in schedule.actions):
+        return None
+    pairs: dict[int, list[TimedAction]] = {}
+    out: list[TimedAction] = []
+    for a in schedule.actions:
+        if a.overlap is None:
+            out.append(a)
+        else:
+            pairs.setdefault(a.overlap, []).append(a)
+    for members in pairs.values():
+        f = next(a for a in members if a.kind == Kind.F)
+        b = next(a for a in members if a.kind != Kind.F)
+        t = inst.ticks(b.start)
+        dur_b = inst.ticks(inst.backward[b.stage] if b.kind == Kind.B
+                           else inst.backward_input[b.stage])
+        mid = t + dur_b
+        end = mid + inst.ticks(inst.forward[f.stage])
+        out.append(TimedAction(b.device, b.stage, b.microbatch, b.kind, b.start,
+                               inst.from_ticks(mid)))
+        out.append(TimedAction(f.device, f.stage, f.microbatch, f.kind, inst.from_ticks(mid),
+                               inst.from_ticks(end)))
+    return Schedule(inst, out, method=schedule.method)
+
+
 def fifo_relabel(inst: Instance, actions: Sequence[TimedAction]) -> list[TimedAction]:
     """Relabel microbatches so that each (kind, stage, direction) runs them in index order
     (DESIGN-NOTES 1): the k-th start takes microbatch k.  Keeps makespan, validity, the
@@ -674,9 +710,9 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = None
                     ) -> tuple[str, list[TimedAction], int]:
     """The best valid (memory-feasible) candidate as FIFO-ordered actions (fused ``B``
-    outside overlapped pairs split, :func:`split_fused`).  Candidates with overlapped F&B
-    pairs count only when the instance gives ``overlap_forward_backward`` (the model then
-    covers pairs; without it a pair lasts ``F + B`` and the model does not).
+    outside overlapped pairs split, :func:`split_fused`).  Without ``overlap_forward_backward``
+    the model has no pairs, and a candidate's pairs (each lasting ``F + B``) run back to back
+    instead (:func:`serialise_overlaps`, same makespan, never more memory).
 
     Returns ``(method, actions, makespan_ticks)``; falls back to :func:`sequential_schedule`.
     """
@@ -689,9 +725,8 @@ def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = 
     pool = dict(candidates)
     pool.setdefault("sequential", sequential_schedule(inst))
     for name, sch in pool.items():
-        if inst.overlap_forward_backward is None and any(
-                a.overlap is not None for a in sch.actions):
-            continue
+        if inst.overlap_forward_backward is None:
+            sch = serialise_overlaps(sch) or sch  # no pair variables: run pairs back to back
         if validate(sch, inst):
             continue
         acts = split_fused(sch)

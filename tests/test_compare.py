@@ -17,13 +17,12 @@ from cpsched.compare import (
     memory_quantum,
     pareto_front,
     schedule_points,
-    serialise_overlaps,
     to_markdown,
-    warm_start_candidates,
     write_results,
 )
 from cpsched.instance import InstanceError
 from cpsched.schedules import REGISTRY, run_schedule
+from cpsched.solver import best_warm_start, serialise_overlaps
 from cpsched.validate import validate
 
 DET = {"max_deterministic_time": 2.0}
@@ -208,7 +207,9 @@ def test_serialised_overlaps_are_valid_warm_starts() -> None:
     assert ser.makespan == ov.makespan
     assert all(a <= b + EPS for a, b in zip(ser.peak_memory, ov.peak_memory, strict=True))
     assert all(a.overlap is None for a in ser.actions)
-    assert "1f1b-overlap/serial" in warm_start_candidates(inst)
+    name, acts, ms = best_warm_start(inst, {"1f1b-overlap": ov})
+    assert name == "1f1b-overlap" and ms == inst.ticks(ov.makespan)
+    assert all(a.overlap is None for a in acts)
     with_cost = make(4, 1, 8, F=1, B=2, overlap=2.5)
     assert serialise_overlaps(run_schedule("1f1b-overlap", with_cost)) is None
 
