@@ -47,6 +47,7 @@ from cpsched.graph import (
     overlap_relaxed_durations,
     pipeline_resource_graph,
     release_actions,
+    windows,
 )
 from cpsched.instance import Instance
 from cpsched.model import Action, Kind, Schedule, TimedAction
@@ -217,10 +218,8 @@ class GraphModel:
         self._objective(min(lower_bound, horizon))
 
     def _variables(self) -> None:
-        head, tail = self.rg.heads_and_tails()
-        for t in self.rg.graph:
+        for t, (lo, hi) in windows(self.rg.graph, self.horizon).items():
             d = self.rg.duration(t)
-            lo, hi = head[t], self.horizon - tail[t] - d
             if hi < lo:
                 raise ValueError(f"horizon {self.horizon} is below the critical path")
             s = self.model.new_int_var(lo, hi, f"s_{t}")
