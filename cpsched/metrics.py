@@ -1,17 +1,34 @@
-"""Schedule metrics (SPEC §5): makespan, busy time, bubble fraction, memory held over time.
+"""Schedule metrics (docs/spec.md §5): makespan, busy time, bubble fraction, memory over time.
 
-Memory rule (SPEC §1): stage ``s`` holds ``activation[s]`` per microbatch from the *start* of
-``F(s, i)`` until released: all at the end of ``B(s, i)``; with split backward the fraction
-``released_by_input`` at the end of ``I(s, i)`` and the rest at the end of ``W(s, i)``.
+Memory rule (docs/spec.md §1): stage ``s`` holds ``activation[s]`` per microbatch from the
+*start* of ``F(s, i)`` until released: all at the end of ``B(s, i)``; with split backward
+the fraction ``released_by_input`` at the end of ``I(s, i)`` and the rest at the end of ``W(s, i)``.
 Intervals are half-open ``[start, end)``: at one instant, releases happen before allocations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from cpsched.instance import Instance
-from cpsched.model import Kind, Schedule, TimedAction
+from cpsched.actions import Kind, TimedAction
+
+if TYPE_CHECKING:
+    from cpsched.instance import Instance
+
+
+class Timed(Protocol):
+    """What the metrics need of a schedule: its instance and its timed actions (a
+    :class:`cpsched.model.Schedule` is one; this module does not import it)."""
+
+    @property
+    def instance(self) -> Instance: ...
+
+    @property
+    def actions(self) -> Sequence[TimedAction]: ...
+
+    @property
+    def makespan(self) -> float: ...
 
 
 def memory_events(instance: Instance, actions: Iterable[TimedAction]) -> list[list[tuple[float,
@@ -37,7 +54,7 @@ def memory_events(instance: Instance, actions: Iterable[TimedAction]) -> list[li
     return events
 
 
-def memory_profile(schedule: Schedule) -> list[list[tuple[float, float]]]:
+def memory_profile(schedule: Timed) -> list[list[tuple[float, float]]]:
     """Memory held per device as a step function: ``profile[d]`` = ``[(time, held after),
     ...]`` starting at ``(0, 0)``."""
     out = []
@@ -53,7 +70,7 @@ def memory_profile(schedule: Schedule) -> list[list[tuple[float, float]]]:
     return out
 
 
-def peak_memory(schedule: Schedule) -> list[float]:
+def peak_memory(schedule: Timed) -> list[float]:
     """Peak memory held per device (max over time of the memory rule above)."""
     peaks = []
     for ev in memory_events(schedule.instance, schedule.actions):
@@ -77,7 +94,7 @@ def step_rows(actions: Iterable[TimedAction]) -> Iterator[TimedAction]:
         yield a
 
 
-def busy_time(schedule: Schedule) -> list[float]:
+def busy_time(schedule: Timed) -> list[float]:
     """Busy time per device; an overlapped F&B pair counts its duration once."""
     busy = [0.0] * schedule.instance.p
     for a in step_rows(schedule.actions):
@@ -85,8 +102,8 @@ def busy_time(schedule: Schedule) -> list[float]:
     return busy
 
 
-def bubble_fraction(schedule: Schedule) -> float:
-    """``1 - busy / (p * makespan)`` (SPEC §5); 0 for an empty schedule."""
+def bubble_fraction(schedule: Timed) -> float:
+    """``1 - busy / (p * makespan)`` (docs/spec.md §5); 0 for an empty schedule."""
     ms = schedule.makespan
     if ms <= 0:
         return 0.0

@@ -1,129 +1,59 @@
-"""The schedule data model: actions, per-device orders, timed schedules, the JSON file (SPEC §3).
+"""The timed schedule, its status and its JSON file (docs/spec.md §3).
 
-No solver code here.  Terms follow PyTorch ``torch.distributed.pipelining``: an action is
-``(kind, stage, microbatch)`` with kind ``F`` (forward), ``B`` (full backward), ``I`` (input
-gradient, "B" in the Zero Bubble paper) or ``W`` (weight gradient); its string form is
-PyTorch's ``"{stage}{kind}{microbatch}"``, e.g. ``"2F0"``.
+No solver code here.  The action vocabulary (:class:`Action`, :class:`Kind`, :class:`Overlap`,
+:class:`TimedAction`, orders) lives in :mod:`cpsched.actions` and is re-exported here; the
+metrics of docs/spec.md §5 are computed by :mod:`cpsched.metrics`.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+from cpsched import metrics
+from cpsched.actions import (
+    Action,
+    B,
+    DeviceOrders,
+    F,
+    I,
+    Kind,
+    Overlap,
+    Step,
+    TimedAction,
+    W,
+    default_actions,
+    format_orders,
+    step_actions,
+)
 from cpsched.instance import Instance, InstanceError
 
 SCHEDULE_FORMAT = "cpsched.schedule/1"
-STATUSES = ("OPTIMAL", "FEASIBLE", "HEURISTIC", "INFEASIBLE", "UNKNOWN")
 
 
-class Kind(StrEnum):
-    """Action kinds (PyTorch's names)."""
+class Status(StrEnum):
+    """What a schedule is known to be (docs/spec.md §3, §7).
 
-    F = "F"
-    B = "B"
-    I = "I"  # noqa: E741  (PyTorch's name)
-    W = "W"
+    ``OPTIMAL``: its makespan equals a lower bound cpsched can prove; ``FEASIBLE``: a valid
+    schedule from the solver with a gap; ``HEURISTIC``: a known schedule, timed;
+    ``INFEASIBLE``: no schedule exists (with the reason); ``UNKNOWN``: nothing is known.
+    A ``StrEnum``: compares equal to its name (``Status.OPTIMAL == "OPTIMAL"``).
+    """
 
-
-class Action(NamedTuple):
-    """One compute action: ``kind`` of ``stage`` for ``microbatch``."""
-
-    kind: Kind
-    stage: int
-    microbatch: int
-
-    def __str__(self) -> str:
-        return f"{self.stage}{self.kind}{self.microbatch}"
-
-    @classmethod
-    def parse(cls, text: str) -> Action:
-        """Parse PyTorch's ``"2F0"`` form.  Raises ValueError on anything else."""
-        mt = re.fullmatch(r"\s*(\d+)\s*([FBIW])\s*(\d+)\s*", text)
-        if not mt:
-            raise ValueError(f"not an action: {text!r} (expected e.g. 2F0, 3I1, 1W4, 0B2)")
-        return cls(Kind(mt.group(2)), int(mt.group(1)), int(mt.group(3)))
+    OPTIMAL = "OPTIMAL"
+    FEASIBLE = "FEASIBLE"
+    HEURISTIC = "HEURISTIC"
+    INFEASIBLE = "INFEASIBLE"
+    UNKNOWN = "UNKNOWN"
 
 
-def F(stage: int, mb: int) -> Action:  # noqa: N802
-    """Forward action shorthand."""
-    return Action(Kind.F, stage, mb)
-
-
-def B(stage: int, mb: int) -> Action:  # noqa: N802
-    """Full-backward action shorthand."""
-    return Action(Kind.B, stage, mb)
-
-
-def I(stage: int, mb: int) -> Action:  # noqa: E743, N802
-    """Input-gradient backward action shorthand."""
-    return Action(Kind.I, stage, mb)
-
-
-def W(stage: int, mb: int) -> Action:  # noqa: N802
-    """Weight-gradient backward action shorthand."""
-    return Action(Kind.W, stage, mb)
-
-
-class Overlap(NamedTuple):
-    """An overlapped F&B pair (DualPipe-style): one ``F`` and one ``B``/``I`` of another
-    stage or microbatch on the same device, run together for ``overlap_forward_backward``.
-    PyTorch writes it ``(0F7;7B3)OVERLAP_F_B``."""
-
-    forward: Action
-    backward: Action
-
-    def __str__(self) -> str:
-        return f"({self.forward};{self.backward})OVERLAP_F_B"
-
-
-Step = Action | Overlap
-#: ``orders[d]`` is device d's sequence of steps, in execution order.
-DeviceOrders = list[list[Step]]
-
-
-def step_actions(step: Step) -> tuple[Action, ...]:
-    """The actions of one step (two for an overlapped pair)."""
-    return (step.forward, step.backward) if isinstance(step, Overlap) else (step,)
-
-
-def default_actions(instance: Instance) -> list[Action]:
-    """Every action of the instance when no fused B is chosen: ``F`` and ``B`` per (stage,
-    microbatch), or ``F``, ``I``, ``W`` with ``split_backward``.  Order: microbatch, stage,
-    kind."""
-    kinds = (Kind.F, Kind.I, Kind.W) if instance.split_backward else (Kind.F, Kind.B)
-    return [Action(k, s, i) for i in range(instance.m) for s in range(instance.num_stages)
-            for k in kinds]
-
-
-@dataclass(frozen=True, slots=True)
-class TimedAction:
-    """An action placed in time, in the instance's own units (SPEC §3 ``actions`` rows)."""
-
-    device: int
-    stage: int
-    microbatch: int
-    kind: Kind
-    start: float
-    end: float
-    overlap: int | None = None
-
-    @property
-    def action(self) -> Action:
-        return Action(self.kind, self.stage, self.microbatch)
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"device": self.device, "stage": self.stage,
-                             "microbatch": self.microbatch, "kind": str(self.kind),
-                             "start": self.start, "end": self.end}
-        if self.overlap is not None:
-            d["overlap"] = self.overlap
-        return d
+#: Every status name, in order of strength.
+STATUSES = tuple(s.value for s in Status)
 
 
 class ScheduleFileError(ValueError):
@@ -132,24 +62,31 @@ class ScheduleFileError(ValueError):
 
 @dataclass
 class Schedule:
-    """A timed schedule for an instance, with the metrics of SPEC §5.
+    """A timed schedule for an instance, with the metrics of docs/spec.md §5.
 
-    ``actions`` are sorted by (device, start, F before B/I/W).  ``lower_bound`` is a proven
-    bound on the optimal makespan (None if unknown); ``status`` one of :data:`STATUSES`.
+    Attributes:
+        instance: the instance it schedules.
+        actions: its rows, sorted by (device, start, end, F before B/I/W).
+        method: the registry name of the schedule that produced it, or ``"cpsat"``.
+        status: a :class:`Status`.
+        lower_bound: a proven bound on the optimal makespan (instance units), None if unknown.
+        solve_seconds: wall time that produced it.
+        extra: further fields written to the file (e.g. the warm start).
     """
 
     instance: Instance
     actions: list[TimedAction]
     method: str
-    status: str = "HEURISTIC"
+    status: Status = Status.HEURISTIC
     lower_bound: float | None = None
     solve_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.actions = sorted(self.actions, key=_action_sort_key)
+        self.status = Status(self.status)
 
-    # metrics (SPEC §5) ----------------------------------------------------
+    # metrics (docs/spec.md §5) --------------------------------------------
     @property
     def makespan(self) -> float:
         """Latest action end (0 for no actions)."""
@@ -158,23 +95,17 @@ class Schedule:
     @property
     def bubble_fraction(self) -> float:
         """``1 - busy / (p * makespan)``; an overlapped pair counts its duration once."""
-        from cpsched.metrics import bubble_fraction
-
-        return bubble_fraction(self)
+        return metrics.bubble_fraction(self)
 
     @property
     def peak_memory(self) -> list[float]:
-        """Peak memory held per device (SPEC §1 memory rule)."""
-        from cpsched.metrics import peak_memory
-
-        return peak_memory(self)
+        """Peak memory held per device (docs/spec.md §1 memory rule), shape ``(p,)``."""
+        return metrics.peak_memory(self)
 
     @property
     def gap(self) -> float | None:
-        """``(makespan - lower_bound) / makespan`` (None without a bound)."""
-        if self.lower_bound is None or self.makespan <= 0:
-            return None
-        return max(0.0, (self.makespan - self.lower_bound) / self.makespan)
+        """``(makespan - lower_bound) / makespan`` (None without a bound); the one gap formula."""
+        return gap(self.makespan, self.lower_bound)
 
     def orders(self) -> DeviceOrders:
         """Per-device orders (by start, F before B/I/W on ties), overlapped pairs rebuilt."""
@@ -191,15 +122,15 @@ class Schedule:
                 pending[a.overlap] = a
         return orders
 
-    # JSON (SPEC §3) -------------------------------------------------------
+    # JSON (docs/spec.md §3) -----------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The SPEC §3 document."""
+        """The docs/spec.md §3 document."""
         r = _rounder(self.instance)
         d: dict[str, Any] = {
             "format": SCHEDULE_FORMAT,
             "instance": self.instance.to_dict(),
             "method": self.method,
-            "status": self.status,
+            "status": str(self.status),
             "makespan": r(self.makespan),
             "lower_bound": None if self.lower_bound is None else r(self.lower_bound),
             "gap": None if self.gap is None else round(self.gap, 6),
@@ -219,44 +150,28 @@ class Schedule:
         return text
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], instance: Instance | None = None) -> Schedule:
-        """Read a SPEC §3 document; ``instance`` overrides the embedded one.
+    def from_dict(cls, data: Any, instance: Instance | None = None) -> Schedule:
+        """Read a docs/spec.md §3 document; ``instance`` overrides the embedded one.
 
         Raises:
-            ScheduleFileError: wrong format or fields.
+            ScheduleFileError: wrong format or fields (names the field and the value).
             InstanceError: the embedded instance is invalid.
         """
         if not isinstance(data, dict):
             raise ScheduleFileError("a schedule file is a JSON object")
-        fmt = data.get("format")
-        if fmt != SCHEDULE_FORMAT:
-            raise ScheduleFileError(f"format = {fmt!r}: expected {SCHEDULE_FORMAT!r}")
+        try:
+            doc = ScheduleDocument.model_validate(data)
+        except ValidationError as exc:
+            raise ScheduleFileError(_describe(exc)) from None
         if instance is None:
-            if "instance" not in data:
+            if doc.instance is None:
                 raise ScheduleFileError("instance: missing (give the instance file as well)")
-            instance = Instance.from_dict(data["instance"])
-        rows = data.get("actions")
-        if not isinstance(rows, list):
-            raise ScheduleFileError("actions: expected a list of action objects")
-        actions = []
-        for k, row in enumerate(rows):
-            try:
-                actions.append(TimedAction(
-                    device=_int(row["device"]), stage=_int(row["stage"]),
-                    microbatch=_int(row["microbatch"]), kind=Kind(row["kind"]),
-                    start=_num(row["start"]), end=_num(row["end"]),
-                    overlap=None if row.get("overlap") is None else _int(row["overlap"]),
-                ))
-            except (KeyError, ValueError, TypeError) as exc:
-                raise ScheduleFileError(f"actions[{k}] = {row!r}: {exc!s} (each action needs "
-                                        "device, stage, microbatch, kind F/B/I/W, start, end)"
-                                        ) from None
-        status = data.get("status", "UNKNOWN")
-        lb = data.get("lower_bound")
-        return cls(instance, actions, method=str(data.get("method", "file")),
-                   status=status if status in STATUSES else "UNKNOWN",
-                   lower_bound=None if lb is None else float(lb),
-                   solve_seconds=float(data.get("solve_seconds", 0.0) or 0.0))
+            instance = Instance.from_dict(doc.instance)
+        actions = [TimedAction(r.device, r.stage, r.microbatch, Kind(r.kind), r.start, r.end,
+                               r.overlap) for r in doc.actions]
+        status = doc.status if doc.status in STATUSES else Status.UNKNOWN
+        return cls(instance, actions, method=doc.method, status=Status(status),
+                   lower_bound=doc.lower_bound, solve_seconds=doc.solve_seconds or 0.0)
 
     @classmethod
     def from_json(cls, path: str | Path, instance: Instance | None = None) -> Schedule:
@@ -266,21 +181,63 @@ class Schedule:
             raise ScheduleFileError(f"schedule file {str(path)!r}: no such file")
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise ScheduleFileError(f"schedule file {str(path)!r}: not JSON ({exc})") from None
         return cls.from_dict(data, instance)
 
 
-def _int(x: Any) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise ValueError(f"{x!r} is not an integer")
-    return x
+def gap(makespan: float, lower_bound: float | None) -> float | None:
+    """``(makespan - lower_bound) / makespan`` clipped at 0 (docs/spec.md §5); None without a
+    bound or for an empty schedule."""
+    if lower_bound is None or makespan <= 0:
+        return None
+    return max(0.0, (makespan - lower_bound) / makespan)
 
 
-def _num(x: Any) -> float:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        raise ValueError(f"{x!r} is not a number")
-    return x
+# ------------------------------------------------------------- file schema
+class ActionRow(BaseModel):
+    """One row of ``actions`` in a schedule file: integers are strict, times finite numbers."""
+
+    model_config = ConfigDict(extra="ignore")
+    device: StrictInt
+    stage: StrictInt
+    microbatch: StrictInt
+    kind: Kind
+    start: float = Field(allow_inf_nan=False, strict=True)
+    end: float = Field(allow_inf_nan=False, strict=True)
+    overlap: StrictInt | None = None
+
+
+class ScheduleDocument(BaseModel):
+    """The schedule file (docs/spec.md §3) as read: ``format`` must be
+    :data:`SCHEDULE_FORMAT`; claimed metrics are kept for the validator to check."""
+
+    model_config = ConfigDict(extra="allow")
+    format: str = Field(pattern=f"^{SCHEDULE_FORMAT.replace('.', '[.]')}$")
+    instance: dict[str, Any] | None = None
+    method: str = "file"
+    status: str = "UNKNOWN"
+    makespan: float | None = Field(default=None, allow_inf_nan=False)
+    lower_bound: float | None = Field(default=None, allow_inf_nan=False)
+    gap: float | None = Field(default=None, allow_inf_nan=False)
+    bubble_fraction: float | None = Field(default=None, allow_inf_nan=False)
+    peak_memory: list[float] | None = None
+    solve_seconds: float | None = Field(default=None, allow_inf_nan=False)
+    actions: list[ActionRow]
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(x) if not isinstance(x, int) else f"[{x}]" for x in err["loc"])
+    loc = loc.replace(".[", "[")
+    if err["loc"] == ("format",):
+        return f"format = {err.get('input')!r}: expected {SCHEDULE_FORMAT!r}"
+    value = repr(err.get("input"))
+    if len(value) > 80:
+        value = value[:77] + "..."
+    hint = (" (each action needs device, stage, microbatch as integers, kind F/B/I/W, "
+            "start and end as finite numbers)") if loc.startswith("actions") else ""
+    return f"{loc} = {value}: {err['msg']}{hint}"
 
 
 def _rounder(instance: Instance):  # noqa: ANN202
@@ -298,14 +255,8 @@ def _action_sort_key(a: TimedAction) -> tuple:
     return (a.device, a.start, a.end, _KIND_RANK[a.kind], a.stage, a.microbatch)
 
 
-def format_orders(orders: Sequence[Iterable[Step]]) -> str:
-    """Orders as text, one line per device: ``rank 0: 0F0 0F1 0B0 ...``."""
-    return "\n".join(f"rank {d}: " + " ".join(str(s) for s in steps)
-                     for d, steps in enumerate(orders))
-
-
 __all__ = [
-    "Action", "B", "DeviceOrders", "F", "I", "InstanceError", "Kind", "Overlap",
-    "Schedule", "ScheduleFileError", "Step", "TimedAction", "W", "default_actions",
-    "format_orders", "step_actions",
+    "Action", "ActionRow", "B", "DeviceOrders", "F", "I", "InstanceError", "Kind", "Overlap",
+    "STATUSES", "Schedule", "ScheduleDocument", "ScheduleFileError", "Status", "Step",
+    "TimedAction", "W", "default_actions", "format_orders", "gap", "step_actions",
 ]

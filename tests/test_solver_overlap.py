@@ -171,7 +171,7 @@ def test_memory_limit_with_overlap() -> None:
 
 
 def test_restricted_pairs_claim_only_the_combinatorial_bound(monkeypatch) -> None:
-    import cpsched.solver as solver_mod
+    import cpsched.solver.overlap as solver_mod
 
     inst = load_instance(INSTANCES / "dualpipe.toml")
     monkeypatch.setattr(solver_mod, "MAX_PAIRS", 60)

@@ -1,0 +1,191 @@
+"""``solve``: the one entry point from an instance to its best schedule (docs/modelling.md).
+
+Steps: the combinatorial lower bound (docs/modelling.md §4) → the best valid known schedule as
+a complete hint with its makespan as horizon (§5, §6) → the pipeline model → CP-SAT →
+the better of hint and solution, with a status that is OPTIMAL only when the makespan equals a
+bound cpsched can stand behind (docs/spec.md §5).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from cpsched.graph import build_task_graph, lower_bound, overlap_lower_bound
+from cpsched.instance import Instance
+from cpsched.model import Schedule, Status
+from cpsched.solver.overlap import pair_solution
+from cpsched.solver.pipeline_model import PipelineModel
+from cpsched.solver.progress import Progress, ProgressCallback
+from cpsched.solver.warm_start import best_warm_start
+from cpsched.validate import validate
+
+
+@dataclass
+class Result:
+    """Outcome of :func:`solve`: the schedule and how it was found.
+
+    Attributes:
+        schedule: the best schedule, validated (None only when no schedule exists).
+        solve_seconds: wall time of the whole call.
+        warm_start: registry name of the schedule CP-SAT started from.
+        solver_status: CP-SAT's own status name (not a proof; see :attr:`status`).
+        message: why infeasible / unknown, or notes.
+        stats: solver statistics (conflicts, branches, solutions, bounds, pairs).
+
+    ``status``, ``makespan``, ``lower_bound`` and ``gap`` are the schedule's (instance units).
+    """
+
+    schedule: Schedule | None
+    solve_seconds: float
+    warm_start: str | None = None
+    solver_status: str = ""
+    message: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+    no_schedule_status: Status = Status.UNKNOWN
+
+    @property
+    def status(self) -> Status:
+        """The schedule's :class:`~cpsched.model.Status`."""
+        return self.schedule.status if self.schedule else self.no_schedule_status
+
+    @property
+    def makespan(self) -> float | None:
+        """The schedule's makespan."""
+        return self.schedule.makespan if self.schedule else None
+
+    @property
+    def lower_bound(self) -> float | None:
+        """The proven lower bound on the optimal makespan."""
+        return self.schedule.lower_bound if self.schedule else None
+
+    @property
+    def gap(self) -> float | None:
+        """``(makespan - lower_bound) / makespan``."""
+        return self.schedule.gap if self.schedule else None
+
+    @property
+    def hint_method(self) -> str | None:
+        """Former name of :attr:`warm_start`."""
+        return self.warm_start
+
+
+def _solver(time_limit: float | None, workers: int, seed: int,
+            parameters: Mapping[str, Any] | None) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = max(1, int(workers))
+    prm.random_seed = int(seed)
+    if time_limit is not None:
+        prm.max_time_in_seconds = float(time_limit)
+    for key, value in (parameters or {}).items():
+        if not hasattr(prm, key):
+            raise ValueError(f"CP-SAT parameter {key!r}: unknown (see sat_parameters.proto)")
+        setattr(prm, key, value)
+    return solver
+
+
+def _combinatorial_bound(inst: Instance) -> int:
+    g = build_task_graph(inst)
+    # with overlapped pairs only the relaxed bound holds (docs/modelling.md §4 assumes none)
+    if inst.overlap_forward_backward is not None:
+        return overlap_lower_bound(inst, g)
+    return lower_bound(inst, g).value
+
+
+def solve(
+    inst: Instance,
+    *,
+    time_limit: float | None = 60.0,
+    workers: int = 8,
+    seed: int = 0,
+    candidates: Mapping[str, Schedule] | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> Result:
+    """Optimal schedule for ``inst`` with CP-SAT, warm-started from the best known schedule.
+
+    Args:
+        time_limit: wall-clock seconds for CP-SAT (None: no limit).  For reproducible
+            results use ``workers=1`` and/or ``parameters={"max_deterministic_time": ...}``.
+        workers: CP-SAT ``num_workers``.
+        seed: CP-SAT ``random_seed``.
+        candidates: warm-start candidates ``{name: schedule}`` (default: every applicable
+            registered schedule, timed).
+        parameters: any other ``SatParameters`` field, passed through.
+        on_progress: called with (elapsed s, incumbent, bound) on every improvement.
+
+    Returns:
+        :class:`Result`, never worse than the best valid candidate; a time limit is not an
+        error.
+
+    Raises:
+        ValueError: an unknown CP-SAT parameter.
+        RuntimeError: CP-SAT rejected a valid hint or produced an invalid schedule (a bug in
+            the model, never a property of the instance).
+    """
+    t0 = time.perf_counter()
+    if candidates is None:
+        from cpsched.schedules import run_all
+
+        candidates = run_all(inst)
+    lb = _combinatorial_bound(inst)
+    warm, hint_rows, horizon = best_warm_start(inst, candidates)
+    overlap = inst.overlap_forward_backward is not None
+    hint: Any
+    if overlap:
+        hint = pair_solution(inst, hint_rows)
+        horizon = hint.makespan  # fusing an overlapped I alone can only shorten it
+        model = PipelineModel(inst, horizon, min(lb, horizon), pairs=hint.pairs)
+    else:
+        hint = {a.action: inst.ticks(a.start) for a in hint_rows}
+        model = PipelineModel(inst, horizon, min(lb, horizon))
+    model.add_hint(hint)
+    solver = _solver(time_limit, workers, seed, parameters)
+    cb = Progress(inst, t0, on_progress, min(lb, horizon), trust_bound=not model.restricted)
+    solver.best_bound_callback = cb.on_bound
+    cb.report()
+    code = solver.solve(model.model, cb)
+    if code == cp_model.INFEASIBLE:
+        # the hint is feasible by construction, so this means the model rejected it
+        raise RuntimeError("CP-SAT reported INFEASIBLE with a valid hint: model bug")
+
+    schedule, makespan = model.to_schedule(hint, "cpsat"), horizon
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        ms = int(round(solver.objective_value))
+        if ms <= makespan:
+            schedule, makespan = model.to_schedule(model.read(solver), "cpsat"), ms
+    bound = lb
+    if not model.restricted and code in (cp_model.OPTIMAL, cp_model.FEASIBLE,
+                                         cp_model.UNKNOWN):
+        # CP-SAT's proven bound; OPTIMAL alone is no proof (gap limits stop early)
+        bound = max(bound, cb.bound, int(math.ceil(solver.best_objective_bound - 1e-9)))
+    bound = min(bound, makespan)
+    message = ""
+    if model.restricted:
+        message = (f"{model.candidate_pairs} candidate F&B pairs: the model keeps pairs of "
+                   f"microbatches at most {model.pair_window} apart, so its optimum is over "
+                   "that restricted set; the bound is the combinatorial one")
+    schedule.status = Status.OPTIMAL if bound >= makespan else Status.FEASIBLE
+    schedule.lower_bound = inst.from_ticks(bound)
+    schedule.solve_seconds = elapsed = time.perf_counter() - t0
+    schedule.extra = {"warm_start": warm, "warm_start_makespan": inst.from_ticks(horizon)}
+    if message:
+        schedule.extra["note"] = message
+    violations = validate(schedule)
+    if violations:  # never hand out an invalid schedule
+        raise RuntimeError("CP-SAT schedule failed validation: " + "; ".join(violations[:5]))
+    return Result(
+        schedule=schedule, solve_seconds=elapsed, warm_start=warm,
+        solver_status=solver.status_name(code), message=message,
+        stats={"conflicts": solver.num_conflicts, "branches": solver.num_branches,
+               "wall_time": solver.wall_time, "solutions": cb.solutions,
+               "combinatorial_bound": inst.from_ticks(lb),
+               "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
+               "restricted": model.restricted},
+    )

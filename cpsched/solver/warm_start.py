@@ -1,0 +1,53 @@
+"""The warm start: the best valid known schedule, in the model's terms (docs/modelling.md §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cpsched.actions import TimedAction
+from cpsched.instance import Instance
+from cpsched.model import Schedule
+from cpsched.schedules.transforms import (
+    fifo_relabel,
+    sequential_schedule,
+    serialise_overlaps,
+    split_fused,
+)
+from cpsched.validate import validate
+
+
+def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = None
+                    ) -> tuple[str, list[TimedAction], int]:
+    """The best valid (memory-feasible) candidate as FIFO-ordered rows (fused ``B``
+    outside overlapped pairs split, :func:`~cpsched.schedules.transforms.split_fused`).
+    Without ``overlap_forward_backward`` the model has no pairs, and a candidate's pairs
+    (each lasting ``F + B``) run back to back instead
+    (:func:`~cpsched.schedules.transforms.serialise_overlaps`: same makespan, never more
+    memory).  Ties go to the candidate with less peak memory.
+
+    Args:
+        candidates: ``{name: schedule}`` (default: every applicable registered schedule).
+
+    Returns:
+        ``(name, rows, makespan in ticks)``; falls back to the always-valid
+        :func:`~cpsched.schedules.transforms.sequential_schedule`.
+    """
+    if candidates is None:
+        from cpsched.schedules import run_all
+
+        candidates = run_all(inst)
+    best: tuple[str, list[TimedAction], int] | None = None
+    best_key: tuple[int, float] | None = None
+    pool = dict(candidates)
+    pool.setdefault("sequential", sequential_schedule(inst))
+    for name, sch in pool.items():
+        if inst.overlap_forward_backward is None:
+            sch = serialise_overlaps(sch) or sch  # no pair variables: run pairs back to back
+        if validate(sch, inst):
+            continue
+        key = (inst.ticks(sch.makespan), max(sch.peak_memory))  # ties: less memory
+        if best_key is None or key < best_key:
+            best, best_key = (name, fifo_relabel(inst, split_fused(sch)), key[0]), key
+    if best is None:  # pragma: no cover - sequential is valid under any accepted limit
+        raise RuntimeError("no valid warm start, not even the sequential schedule")
+    return best
