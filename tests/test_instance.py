@@ -1,4 +1,4 @@
-"""Instance loading and validation (SPEC §2)."""
+"""Instance loading and validation (docs/spec.md §2)."""
 
 from __future__ import annotations
 
@@ -141,3 +141,103 @@ def test_too_large_rejected() -> None:
         Instance.from_dict({"name": "x", "pipeline": {"devices": 2},
                             "costs": {"forward": 1, "backward": 1}})
     assert str(ei.value) == "pipeline.microbatches: required field is missing"
+
+
+# ---------------------------------------------------------------- package and new helpers
+def test_package_reexports() -> None:
+    import cpsched.instance as pkg
+
+    for name in ("Instance", "InstanceError", "Costs", "Memory", "Pipeline", "PerStage",
+                 "Number", "load_instance", "read_toml", "parse_override", "MAX_ACTIONS"):
+        assert name in pkg.__all__ and hasattr(pkg, name), name
+
+
+@pytest.mark.parametrize(("section", "key", "value", "needle"), [
+    ("pipeline", "devices", True, "must be an integer >= 1"),
+    ("pipeline", "microbatches", 4.0, "must be an integer >= 1"),
+    ("pipeline", "stages_per_device", -2, "must be an integer >= 1"),
+    ("pipeline", "split_backward", "yes", "must be true or false"),
+    ("pipeline", "split_backward", 1, "must be true or false"),
+    ("costs", "forward", True, "must be a finite number >= 0"),
+    ("costs", "forward", [], "non-empty list"),
+    ("costs", "forward", [1, 2, 3, 4, 5, 6, 7, float("nan")], "element 7 (nan)"),
+    ("costs", "backward", float("inf"), "must be a finite number >= 0"),
+    ("costs", "p2p_latency", "1", "must be a finite number >= 0"),
+    ("costs", "p2p_latency", float("nan"), "must be a finite number >= 0"),
+    ("memory", "limit", -1, "must be a finite number >= 0"),
+    ("memory", "limit", False, "must be a finite number >= 0"),
+    ("memory", "released_by_input", "half", "must be a fraction in [0, 1]"),
+    ("memory", "activation", None, "must be a number >= 0 or a list of numbers >= 0"),
+    (None, "description", 3, "must be a string"),
+    (None, "name", "a/b", "file name"),
+    (None, "name", " ", "non-empty string"),
+])
+def test_constrained_fields(section: str | None, key: str, value: object, needle: str) -> None:
+    with pytest.raises(InstanceError) as ei:
+        Instance.from_dict(_with(section, **{key: value}))
+    field = key if section is None else f"{section}.{key}"
+    assert ei.value.field == field and repr(ei.value.value) == repr(value)
+    assert needle in ei.value.allowed
+    assert str(ei.value).startswith(f"{field}: " if value is None else f"{field} = {value!r}: ")
+
+
+def test_unknown_key_lists_allowed() -> None:
+    with pytest.raises(InstanceError) as ei:
+        Instance.from_dict(_with("memory", limt=4))
+    assert ei.value.allowed == "unknown key; allowed here: activation, released_by_input, limit"
+    with pytest.raises(InstanceError) as ei:
+        Instance.from_dict(_with(None, colour="red"))
+    assert ei.value.allowed.endswith("name, description, pipeline, costs, memory")
+
+
+def test_types_kept_as_written() -> None:
+    d = Instance.from_dict(_with("costs", forward=[1, 2.5, 1, 1, 1, 1, 1, 1])).to_dict()
+    assert d["costs"]["forward"] == [1, 2.5, 1, 1, 1, 1, 1, 1]
+    assert [type(x) for x in d["costs"]["forward"][:2]] == [int, float]
+    assert type(d["costs"]["backward"]) is int and type(d["pipeline"]["devices"]) is int
+
+
+def test_stages_per_device_is_v() -> None:
+    inst = make(4, 2, 8)
+    assert inst.stages_per_device == inst.v == inst.pipeline.stages_per_device == 2
+    with pytest.raises((AttributeError, ValueError)):  # read-only (pydantic: frozen)
+        inst.stages_per_device = 3  # type: ignore[misc]
+
+
+def test_with_memory_limit(article: Instance) -> None:
+    limited = article.with_memory_limit(6)
+    assert limited.memory_limit == 6 and article.memory_limit is None
+    assert limited.with_memory_limit(None) == article
+    assert limited == article.replace(**{"memory.limit": 6})
+    with pytest.raises(InstanceError) as ei:
+        article.with_memory_limit(1)
+    assert ei.value.field == "memory.limit" and "at least 2" in ei.value.allowed
+    with pytest.raises(InstanceError, match=r"memory.limit = -3: must be a finite number >= 0"):
+        article.with_memory_limit(-3)
+
+
+def test_replace(article: Instance) -> None:
+    other = article.replace(name="other", **{"pipeline.microbatches": 4, "costs.forward": 2.5})
+    assert (other.name, other.m, other.forward[0]) == ("other", 4, 2.5)
+    assert (article.name, article.m) == ("article", 8)
+    with pytest.raises(InstanceError, match="unknown key"):
+        article.replace(**{"pipeline.chunks": 2})
+    with pytest.raises(InstanceError) as ei:
+        article.replace(**{"pipeline.devices": 0})
+    assert ei.value.field == "pipeline.devices"
+
+
+@pytest.mark.parametrize("path", sorted(INSTANCES.glob("*.toml")), ids=lambda p: p.stem)
+def test_shipped_instances_toml_round_trip(path: Path, tmp_path: Path) -> None:
+    inst = load_instance(path)
+    out = tmp_path / path.name
+    out.write_text(inst.to_toml())
+    assert load_instance(out) == inst
+
+
+def test_to_toml_quotes_strings(tmp_path: Path) -> None:
+    inst = make(2, 1, 2).replace(description='say "hi" \\ back')
+    p = tmp_path / "t.toml"
+    p.write_text(inst.to_toml())
+    assert load_instance(p).description == 'say "hi" \\ back'
+    assert "description" not in make(2, 1, 2).to_toml()
