@@ -17,6 +17,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# ``validate`` and ``simulate`` are both a module and the function it defines: bind the
+# functions now, or the first import of the module would shadow them as package attributes.
+from cpsched.simulate import simulate
+from cpsched.validate import validate
+
 __version__ = "0.1.0"
 
 #: public name -> module that defines it
@@ -31,9 +36,7 @@ _API = {
     "Schedule": "cpsched.model",
     "ScheduleFileError": "cpsched.model",
     "Status": "cpsched.model",
-    "simulate": "cpsched.simulate",
     "OrderError": "cpsched.simulate",
-    "validate": "cpsched.validate",
     "run_all": "cpsched.schedules",
     "run_schedule": "cpsched.schedules",
     "applicable_schedules": "cpsched.schedules",
@@ -70,6 +73,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from cpsched.instance import Instance, InstanceError, load_instance
     from cpsched.model import Schedule, ScheduleFileError, Status
     from cpsched.schedules import NotApplicable, applicable_schedules, run_all, run_schedule
-    from cpsched.simulate import OrderError, simulate
+    from cpsched.simulate import OrderError
     from cpsched.solver import Result, solve
-    from cpsched.validate import validate

@@ -135,17 +135,7 @@ def solve(
 
         candidates = run_all(inst)
     lb = _combinatorial_bound(inst)
-    warm, hint_rows, horizon = best_warm_start(inst, candidates)
-    overlap = inst.overlap_forward_backward is not None
-    hint: Any
-    if overlap:
-        hint = pair_solution(inst, hint_rows)
-        horizon = hint.makespan  # fusing an overlapped I alone can only shorten it
-        model = PipelineModel(inst, horizon, min(lb, horizon), pairs=hint.pairs)
-    else:
-        hint = {a.action: inst.ticks(a.start) for a in hint_rows}
-        model = PipelineModel(inst, horizon, min(lb, horizon))
-    model.add_hint(hint)
+    warm, hint, horizon, model = _warm_model(inst, candidates, lb)
     solver = _solver(time_limit, workers, seed, parameters)
     cb = Progress(inst, t0, on_progress, min(lb, horizon), trust_bound=not model.restricted)
     solver.best_bound_callback = cb.on_bound
@@ -154,7 +144,6 @@ def solve(
     if code == cp_model.INFEASIBLE:
         # the hint is feasible by construction, so this means the model rejected it
         raise RuntimeError("CP-SAT reported INFEASIBLE with a valid hint: model bug")
-
     schedule, makespan = model.to_schedule(hint, "cpsat"), horizon
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         ms = int(round(solver.objective_value))
@@ -165,23 +154,14 @@ def solve(
                                          cp_model.UNKNOWN):
         # CP-SAT's proven bound; OPTIMAL alone is no proof (gap limits stop early)
         bound = max(bound, cb.bound, int(math.ceil(solver.best_objective_bound - 1e-9)))
-    bound = min(bound, makespan)
     message = ""
     if model.restricted:
         message = (f"{model.candidate_pairs} candidate F&B pairs: the model keeps pairs of "
                    f"microbatches at most {model.pair_window} apart, so its optimum is over "
                    "that restricted set; the bound is the combinatorial one")
-    schedule.status = Status.OPTIMAL if bound >= makespan else Status.FEASIBLE
-    schedule.lower_bound = inst.from_ticks(bound)
-    schedule.solve_seconds = elapsed = time.perf_counter() - t0
-    schedule.extra = {"warm_start": warm, "warm_start_makespan": inst.from_ticks(horizon)}
-    if message:
-        schedule.extra["note"] = message
-    violations = validate(schedule)
-    if violations:  # never hand out an invalid schedule
-        raise RuntimeError("CP-SAT schedule failed validation: " + "; ".join(violations[:5]))
+    _certify(schedule, min(bound, makespan), t0, warm, horizon, message)
     return Result(
-        schedule=schedule, solve_seconds=elapsed, warm_start=warm,
+        schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
         solver_status=solver.status_name(code), message=message,
         stats={"conflicts": solver.num_conflicts, "branches": solver.num_branches,
                "wall_time": solver.wall_time, "solutions": cb.solutions,
@@ -189,3 +169,40 @@ def solve(
                "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
                "restricted": model.restricted},
     )
+
+
+def _warm_model(inst: Instance, candidates: Mapping[str, Schedule], lb: int
+                ) -> tuple[str, Any, int, PipelineModel]:
+    """The warm start (name, hint in the model's terms, horizon in ticks) and the model
+    built at that horizon with the hint added."""
+    warm, hint_rows, horizon = best_warm_start(inst, candidates)
+    hint: Any
+    if inst.overlap_forward_backward is not None:
+        hint = pair_solution(inst, hint_rows)
+        horizon = hint.makespan  # fusing an overlapped I alone can only shorten it
+        model = PipelineModel(inst, horizon, min(lb, horizon), pairs=hint.pairs)
+    else:
+        hint = {a.action: inst.ticks(a.start) for a in hint_rows}
+        model = PipelineModel(inst, horizon, min(lb, horizon))
+    model.add_hint(hint)
+    return warm, hint, horizon, model
+
+
+def _certify(schedule: Schedule, bound: int, t0: float, warm: str, horizon: int,
+             message: str) -> None:
+    """Give ``schedule`` its bound (ticks), status, time and provenance, and validate it.
+
+    Raises:
+        RuntimeError: the schedule is invalid (a model bug).
+    """
+    inst = schedule.instance
+    makespan = inst.ticks(schedule.makespan)
+    schedule.status = Status.OPTIMAL if bound >= makespan else Status.FEASIBLE
+    schedule.lower_bound = inst.from_ticks(bound)
+    schedule.solve_seconds = time.perf_counter() - t0
+    schedule.extra = {"warm_start": warm, "warm_start_makespan": inst.from_ticks(horizon)}
+    if message:
+        schedule.extra["note"] = message
+    violations = validate(schedule)
+    if violations:  # never hand out an invalid schedule
+        raise RuntimeError("CP-SAT schedule failed validation: " + "; ".join(violations[:5]))
