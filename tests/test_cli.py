@@ -1,8 +1,9 @@
-"""The command line (SPEC §4): outputs, exit codes 0/1/2, no tracebacks on bad input."""
+"""The command line (docs/spec.md §4): outputs, exit codes 0/1/2, no tracebacks on bad input."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ from conftest import INSTANCES
 from typer.testing import CliRunner
 
 from cpsched.cli import app
+from cpsched.cli.options import InstanceOptions
+from cpsched.instance import Costs, Memory, Pipeline
 
 runner = CliRunner()
 ARTICLE = str(INSTANCES / "article-interleaved.toml")
@@ -130,3 +133,35 @@ def test_export_and_import_torch(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "bogus" in r.output
     r = run("export", str(tmp_path / "v-shape.json"), "--format", "xml")
     assert r.exit_code == 2
+
+
+def test_stages_per_device_flag_and_hidden_chunks_alias(tmp_path: Path) -> None:
+    flags = ["--devices", "2", "--microbatches", "4", "--forward", "1", "--backward", "2",
+             "--no-plot", "-q", "-w", "1"]
+    for i, v_flag in enumerate(["--stages-per-device", "--chunks", "-v"]):
+        r = run("solve", *flags, v_flag, "2", "--name", f"f{i}", "--out", str(tmp_path))
+        assert r.exit_code == 0, r.output
+        data = json.loads((tmp_path / f"f{i}.json").read_text())
+        assert data["instance"]["pipeline"]["stages_per_device"] == 2
+    r = run("solve", *flags, "--chunks", "2", "--stages-per-device", "3")
+    assert r.exit_code == 2 and "--chunks" in r.output
+    help_text = run("solve", "--help").output
+    assert "--stages-per-device" in help_text and "--chunks" not in help_text
+    assert "--stages-per-device" in run("simulate", "--help").output
+
+
+def test_instance_options_one_mapping_to_instance_keys() -> None:
+    opts = InstanceOptions(devices=2, stages_per_device=3, forward=1.5, memory_limit=4)
+    assert opts.overrides() == {"pipeline.devices": 2, "pipeline.stages_per_device": 3,
+                                "costs.forward": 1.5, "memory.limit": 4}
+    sections = {"pipeline": Pipeline, "costs": Costs, "memory": Memory}
+    for f in fields(InstanceOptions):
+        key = f.metadata["key"]
+        section, _, name = key.rpartition(".")
+        assert key == "name" or name in sections[section].model_fields, key
+
+
+def test_param_needs_name_equals_value() -> None:
+    for bad in ("no_equals", "max_deterministic_time="):
+        r = run("solve", ARTICLE, "--param", bad)
+        assert r.exit_code == 2 and "--param" in r.output

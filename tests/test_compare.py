@@ -9,7 +9,10 @@ import pandas as pd
 import pytest
 from conftest import INSTANCES, make
 
-from cpsched.compare import (
+from cpsched.instance import InstanceError
+from cpsched.schedules import REGISTRY, run_schedule
+from cpsched.solver import best_warm_start, serialise_overlaps
+from cpsched.study import (
     COLUMNS,
     OPTIMUM,
     compare,
@@ -18,11 +21,9 @@ from cpsched.compare import (
     pareto_front,
     schedule_points,
     to_markdown,
+    with_memory_limit,
     write_results,
 )
-from cpsched.instance import InstanceError
-from cpsched.schedules import REGISTRY, run_schedule
-from cpsched.solver import best_warm_start, serialise_overlaps
 from cpsched.validate import validate
 
 DET = {"max_deterministic_time": 2.0}
@@ -262,3 +263,19 @@ def test_pareto_front_given_limits_and_errors() -> None:
     assert front[0].makespan == 4 * 2 * 3  # one microbatch at a time: m * p * (F + B)
     with pytest.raises(InstanceError, match="memory.limit"):
         pareto_front(inst, limits=[0.5])
+
+
+def test_with_memory_limit_typed_and_validated() -> None:
+    inst = make(2, 2, 4, F=1, B=2, limit=3)
+    assert with_memory_limit(inst, 5).memory_limit == 5
+    free = with_memory_limit(inst, None)
+    assert free.memory_limit is None and free.forward == inst.forward and free.v == 2
+    with pytest.raises(InstanceError, match="memory.limit"):
+        with_memory_limit(inst, 0.5)
+
+
+def test_compare_module_reexports_study() -> None:
+    import cpsched.compare as old
+    import cpsched.study as study
+
+    assert all(getattr(old, name) is getattr(study, name) for name in study.__all__)

@@ -1,0 +1,138 @@
+"""What the command line prints and writes: consoles, the schedule table, output files, the
+solve progress line, and the one way a command fails with a message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.status import Status
+from rich.table import Table
+
+from cpsched.instance import Instance
+from cpsched.model import Schedule
+
+out_console = Console(highlight=False)
+if not out_console.is_terminal:  # pipes and CI logs: wide tables rather than folded cells
+    out_console = Console(highlight=False, width=160)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(msg: str, code: int = 2) -> typer.Exit:
+    """Print ``error: MSG`` on stderr and return the exit to raise (``raise fail(...)``).
+
+    Args:
+        msg: one line naming the field, the value and what is allowed.
+        code: exit code (docs/spec.md §4): 2 bad input (default), 1 invalid schedule.
+    """
+    err_console.print(f"error: {msg}", markup=False)
+    return typer.Exit(code)
+
+
+def say(text: str) -> None:
+    """Print one plain line (no markup) on stdout."""
+    out_console.print(text, markup=False)
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    """A number for the tables: ``-`` for None, integers without decimals, else at most
+    ``digits`` decimals with trailing zeros dropped."""
+    if x is None:
+        return "-"
+    if float(x).is_integer():
+        return str(int(x))
+    return f"{x:.{digits}f}".rstrip("0").rstrip(".")
+
+
+def schedule_row(schedule: Schedule, violations: list[str] | None) -> list[str]:
+    """One table row: method, makespan, bubble %, peak memory per device, status, gap %.
+
+    The gap is :attr:`Schedule.gap` (against ``schedule.lower_bound``); the status reads
+    ``OVER LIMIT`` / ``INVALID`` when the validator found ``violations``.
+    """
+    status = schedule.status
+    if violations:
+        status = "OVER LIMIT" if any("memory limit" in v for v in violations) else "INVALID"
+    gap = schedule.gap
+    return [schedule.method, fmt(schedule.makespan), f"{100 * schedule.bubble_fraction:.1f}%",
+            " ".join(fmt(x, 2) for x in schedule.peak_memory), status,
+            "-" if gap is None else f"{100 * gap:.1f}%"]
+
+
+def print_table(inst: Instance, rows: list[list[str]], lower_bound: float | None) -> None:
+    """The schedule table (rows from :func:`schedule_row`) titled with the instance's shape,
+    memory limit and ``lower_bound`` (time units, None: not shown)."""
+    title = (f"{inst.name}: p={inst.p} v={inst.v} m={inst.m} {inst.placement}"
+             f"{' split' if inst.split_backward else ''}"
+             + ("" if inst.memory_limit is None else f", memory limit {fmt(inst.memory_limit)}")
+             + ("" if lower_bound is None else f", lower bound {fmt(lower_bound)}"))
+    t = Table(title=title, title_justify="left")
+    for col, just in (("schedule", "left"), ("makespan", "right"), ("bubble", "right"),
+                      ("peak memory per device", "left"), ("status", "left"),
+                      ("gap", "right")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in rows:
+        t.add_row(*r)
+    out_console.print(t)
+
+
+def write_outputs(schedule: Schedule, out: Path, stem: str, plot: bool) -> list[Path]:
+    """Write ``OUT/STEM.json`` (docs/spec.md §3) and, if ``plot``, ``OUT/STEM.png`` (Gantt and
+    memory over time), creating ``out``.  Returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{stem}.json"]
+    schedule.to_json(paths[0])
+    if plot:
+        from cpsched import plots
+
+        png = out / f"{stem}.png"
+        plots.gantt_and_memory(schedule, png)
+        paths.append(png)
+    return paths
+
+
+def print_wrote(paths: list[Path]) -> None:
+    """``wrote A, B`` on stdout."""
+    say("wrote " + ", ".join(str(p) for p in paths))
+
+
+def report_violations(violations: list[str]) -> None:
+    """Each violation on stderr, then exit 1 if there is any."""
+    for v in violations:
+        err_console.print(f"violation: {v}", markup=False)
+    if violations:
+        raise typer.Exit(1)
+
+
+class ProgressPrinter:
+    """Incumbent / bound / elapsed while solving: a live status line on a terminal, else one
+    line per improvement (at most one per second).  A context manager, and the
+    ``on_progress(elapsed s, incumbent, bound)`` callback of :func:`cpsched.solver.solve`."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.status: Status | None = None
+        self.last = 0.0
+        self.live = enabled and err_console.is_terminal
+
+    def __enter__(self) -> ProgressPrinter:
+        if self.live:
+            self.status = err_console.status("solving with CP-SAT ...")
+            self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.__exit__(None, None, None)
+
+    def __call__(self, elapsed: float, incumbent: float | None, bound: float | None) -> None:
+        if not self.enabled:
+            return
+        msg = (f"solving: incumbent {fmt(incumbent)}  bound {fmt(bound)}  "
+               f"elapsed {elapsed:.1f}s")
+        if self.status is not None:
+            self.status.update(msg)
+        elif elapsed - self.last >= 1.0 or self.last == 0.0:
+            self.last = max(elapsed, 1e-9)
+            err_console.print(msg, markup=False)

@@ -1,0 +1,29 @@
+"""Heuristic vs optimal: grids of instances, the comparison table, the memory–makespan front.
+
+Library code only (the ``cpsched compare`` command calls these functions):
+
+* :func:`load_grid` (:mod:`~cpsched.study.grid`) — a grid TOML (a base instance plus
+  ``[grid]`` lists of values) → the product of instances;
+* :func:`compare` (:mod:`~cpsched.study.comparison`) — every applicable known schedule of
+  every instance next to two CP-SAT optima: without a memory limit, and at the schedule's own
+  peak memory ("same memory"), plus one ``cpsat`` row per instance (the optimum under the
+  instance's own limit).  Solves run in parallel processes (:mod:`~cpsched.study.parallel`)
+  with a progress bar;
+* :func:`write_results` / :func:`to_markdown` (:mod:`~cpsched.study.results`) — the table as
+  CSV and Markdown;
+* :func:`pareto_front` / :func:`schedule_points` (:mod:`~cpsched.study.pareto`) — the optimal
+  makespan as a function of the per-device memory limit, and where the known schedules sit;
+* :func:`with_memory_limit` / :func:`memory_quantum` (:mod:`~cpsched.study.memory`) — an
+  instance at another memory limit, and the step at which held memory changes.
+"""
+
+from cpsched.study.comparison import COLUMNS, OPTIMUM, compare
+from cpsched.study.grid import load_grid
+from cpsched.study.memory import memory_quantum, with_memory_limit
+from cpsched.study.pareto import ParetoPoint, pareto_front, schedule_points
+from cpsched.study.results import to_markdown, write_results
+
+__all__ = [
+    "COLUMNS", "OPTIMUM", "ParetoPoint", "compare", "load_grid", "memory_quantum",
+    "pareto_front", "schedule_points", "to_markdown", "with_memory_limit", "write_results",
+]
