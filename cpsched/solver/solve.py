@@ -16,6 +16,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from cpsched.bounds import area_bound, fill_drain_bound
 from cpsched.graph import build_task_graph, lower_bound, overlap_lower_bound
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
@@ -90,12 +91,14 @@ def _solver(time_limit: float | None, workers: int, seed: int,
     return solver
 
 
-def _combinatorial_bound(inst: Instance) -> int:
+def combinatorial_bound(inst: Instance) -> int:
+    """The best bound (ticks) proven before any search: with overlapped pairs the relaxed
+    bound (docs/modelling.md §4 assumes none); else the plain bound and the memory-aware
+    fill/drain and area bounds (docs/modelling.md §11, §16)."""
     g = build_task_graph(inst)
-    # with overlapped pairs only the relaxed bound holds (docs/modelling.md §4 assumes none)
     if inst.overlap_forward_backward is not None:
         return overlap_lower_bound(inst, g)
-    return lower_bound(inst, g).value
+    return max(lower_bound(inst, g).value, fill_drain_bound(inst, g)[0], area_bound(inst, g))
 
 
 def solve(
@@ -134,7 +137,7 @@ def solve(
         from cpsched.schedules import run_all
 
         candidates = run_all(inst)
-    lb = _combinatorial_bound(inst)
+    lb = combinatorial_bound(inst)
     warm, hint, horizon, model = _warm_model(inst, candidates, lb)
     solver = _solver(time_limit, workers, seed, parameters)
     cb = Progress(inst, t0, on_progress, min(lb, horizon), trust_bound=not model.restricted)

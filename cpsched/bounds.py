@@ -1,0 +1,193 @@
+"""Memory-aware lower bounds on the makespan (docs/modelling.md §11, §16).
+
+The plain bound (:func:`cpsched.graph.lower_bound`: critical path, per device head + work +
+tail) ignores the memory limit.  Under a tight limit a device cannot keep busy while its
+pipeline fills and drains, and these bounds count that idle time:
+
+* :func:`fill_drain_bound` (docs/modelling.md §16): before the first backward action of a
+  device can start, only forwards run there and none of their memory is freed, so the
+  forward work done then is at most what fits in the limit; after the device's last forward,
+  only backward work of microbatches still held remains, at most what fits in the limit,
+  while the last forward's tail must still run.  Idle time in both windows adds to the work.
+* :func:`area_bound` (docs/modelling.md §11): memory–time area.  Each microbatch holds
+  ``a_s`` from the start of ``F(s)`` to its release, at least the round trip ``RT_s``; the
+  area ``m * sum_s a_s RT_s`` fits under ``limit * (C - head - tail)``.
+
+All values are integer ticks; every bound holds for every valid schedule without overlapped
+F&B pairs (with pairs, durations shrink: these bounds are not used then).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+
+from cpsched.actions import Action, Kind
+from cpsched.core import heads_and_tails
+from cpsched.graph import build_task_graph
+from cpsched.instance import Instance
+
+_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class DeviceMemoryBound:
+    """The fill/drain bound of one device (ticks): ``value = head + work + idle_fill +
+    idle_drain`` (``max`` of the two idles when the windows may meet)."""
+
+    device: int
+    value: int
+    head: int
+    work: int
+    idle_fill: float
+    idle_drain: float
+
+
+def fractional_knapsack(items: Iterable[tuple[float, float, int]], capacity: float) -> float:
+    """Largest total work of ``items`` ``(work, weight, copies)`` whose weights fit in
+    ``capacity``, allowing fractions (an upper bound on the integral choice).
+
+    Items of weight 0 are always taken whole.  Returns ``math.inf`` if such an item has
+    infinitely many copies (never here: copies are finite)."""
+    total = 0.0
+    room = capacity
+    rest: list[tuple[float, float, int]] = []
+    for work, weight, copies in items:
+        if copies <= 0 or work <= 0:
+            continue
+        if weight <= 0:
+            total += work * copies
+        else:
+            rest.append((work, weight, copies))
+    for work, weight, copies in sorted(rest, key=lambda x: x[0] / x[1], reverse=True):
+        if room <= 0:
+            break
+        take = min(copies, room / weight)
+        total += take * work
+        room -= take * weight
+    return total
+
+
+def _held(inst: Instance, a: Action) -> float:
+    """Memory a (stage, microbatch) still holds while ``a`` (a backward action) is pending:
+    everything before its ``I``/``B``, the part ``W`` releases afterwards."""
+    act = inst.activation[a.stage]
+    return act * (1.0 - inst.released_by_input) if a.kind == Kind.W else act
+
+
+def _device_bound(inst: Instance, d: int, nodes: list[Action], dur: Mapping[Action, int],
+                  head: Mapping[Action, int], tail: Mapping[Action, int],
+                  limit: float) -> DeviceMemoryBound:
+    t0 = min(head[a] for a in nodes)
+    work = sum(dur[a] for a in nodes)
+    fwd = [a for a in nodes if a.kind == Kind.F]
+    bwd = [a for a in nodes if a.kind != Kind.F]
+    if not fwd or not bwd:
+        return DeviceMemoryBound(d, t0 + work, t0, work, 0.0, 0.0)
+    # fill: before sigma only forwards run, and nothing is released before sigma
+    sigma = min(head[a] for a in bwd)
+    early: dict[int, list[int]] = {}
+    for a in fwd:
+        if head[a] < sigma:
+            early.setdefault(a.stage, []).append(dur[a])
+    fill_items = [(max(ds), inst.activation[s], len(ds)) for s, ds in early.items()]
+    busy_fill = min(sigma - t0, fractional_knapsack(fill_items, limit) + _EPS)
+    idle_fill = max(0.0, sigma - t0 - busy_fill)
+    # drain: after the last forward only backward work of held microbatches remains
+    tau = min(tail[a] for a in fwd)
+    per_kind: dict[tuple[Kind, int], list[int]] = {}
+    for a in bwd:
+        per_kind.setdefault((a.kind, a.stage), []).append(dur[a])
+    drain_items = []
+    for (kind, s), ds in per_kind.items():
+        w = inst.backward_weight[s] if kind == Kind.I else 0.0
+        # an I's unit still owes its W: count both under the I's weight
+        extra = inst.ticks(w) if kind == Kind.I else 0
+        drain_items.append((max(ds) + extra, _held(inst, Action(kind, s, 0)), len(ds)))
+    busy_drain = min(float(tau), fractional_knapsack(drain_items, limit) + _EPS)
+    idle_drain = max(0.0, tau - busy_drain)
+    total_held = sum(inst.activation[a.stage] for a in fwd)
+    # windows [t0, sigma) and [last F end, C] are disjoint when not every forward fits
+    idle = idle_fill + idle_drain if total_held > limit + _EPS else max(idle_fill, idle_drain)
+    value = math.ceil(t0 + work + idle - _EPS)
+    return DeviceMemoryBound(d, value, t0, work, idle_fill, idle_drain)
+
+
+def fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None
+                     ) -> tuple[int, list[DeviceMemoryBound]]:
+    """Lower bound (ticks) from the memory limit's fill and drain idle time on each device
+    (docs/modelling.md §16), and the per-device terms.  Without a limit, or with an overlap
+    cost, it is the plain per-device bound (head + work)."""
+    g = build_task_graph(inst) if g is None else g
+    head, tail = heads_and_tails(g)
+    dur = nx.get_node_attributes(g, "duration")
+    dev = nx.get_node_attributes(g, "device")
+    by_dev: dict[int, list[Action]] = {}
+    for a in g:
+        by_dev.setdefault(dev[a], []).append(a)
+    limit = inst.memory_limit
+    usable = limit is not None and inst.overlap_forward_backward is None
+    out = []
+    for d, nodes in sorted(by_dev.items()):
+        if usable:
+            out.append(_device_bound(inst, d, nodes, dur, head, tail, float(limit)))
+        else:
+            t0, work = min(head[a] for a in nodes), sum(dur[a] for a in nodes)
+            out.append(DeviceMemoryBound(d, t0 + work, t0, work, 0.0, 0.0))
+    return max((b.value for b in out), default=0), out
+
+
+def area_bound(inst: Instance, g: nx.DiGraph | None = None) -> int:
+    """Memory–time area bound (ticks, docs/modelling.md §11): for each device d,
+    ``C >= head_d + tail_d + sum_i sum_{s on d} a_s * RT_s / limit`` with ``RT_s`` the
+    shortest time from the start of ``F(s, i)`` to the end of its releases (weighted by the
+    fraction each frees).  0 without a limit or with an overlap cost."""
+    limit = inst.memory_limit
+    if limit is None or limit <= 0 or inst.overlap_forward_backward is not None:
+        return 0
+    g = build_task_graph(inst) if g is None else g
+    head, tail = heads_and_tails(g)
+    dev = nx.get_node_attributes(g, "device")
+    # dependencies stay inside a microbatch, and every microbatch of one direction has the
+    # same chain: compute the round trips once per direction
+    reps = sorted({0, inst.m // 2} if inst.placement == "bidirectional" else {0})
+    rt = {i: _round_trips(inst, g, i) for i in reps}
+    area: dict[int, float] = {}
+    for a in g:
+        if a.kind == Kind.F:
+            rep = reps[-1] if a.microbatch >= reps[-1] else reps[0]
+            area[dev[a]] = area.get(dev[a], 0.0) + inst.activation[a.stage] * rt[rep][a.stage]
+    best = 0
+    for d, total in area.items():
+        nodes = [a for a in g if dev[a] == d]
+        h = min(head[a] for a in nodes)
+        t = min(tail[a] for a in nodes)
+        best = max(best, math.ceil(h + t + total / limit - _EPS))
+    return best
+
+
+def _round_trips(inst: Instance, g: nx.DiGraph, i: int) -> dict[int, float]:
+    """``{stage: RT}`` for microbatch ``i``: shortest time from the start of ``F(s, i)`` to
+    the end of its releases, weighted by the fraction each frees (ticks)."""
+    sub = g.subgraph([a for a in g if a.microbatch == i])
+    order = list(nx.topological_sort(sub))
+    dur = nx.get_node_attributes(sub, "duration")
+    out: dict[int, float] = {}
+    for s in range(inst.num_stages):
+        f = Action(Kind.F, s, i)
+        rel = {f: 0}
+        for v in order:
+            for u in sub.predecessors(v):
+                if u in rel:
+                    rel[v] = max(rel.get(v, 0), rel[u] + dur[u] + sub.edges[u, v]["lag"])
+        if not inst.split_backward:
+            b = Action(Kind.B, s, i)
+            out[s] = rel[b] + dur[b]
+            continue
+        r = inst.released_by_input
+        ia, wa = Action(Kind.I, s, i), Action(Kind.W, s, i)
+        out[s] = r * (rel[ia] + dur[ia]) + (1 - r) * (rel[wa] + dur[wa])
+    return out

@@ -1,0 +1,105 @@
+"""Memory-aware lower bounds (cpsched.bounds): known values, and never above a proven optimum.
+
+The optimum used as the oracle comes from the CP-SAT model given only the plain bound (critical
+path, head + work + tail), so a wrong memory bound cannot have helped prove it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ortools.sat.python import cp_model
+
+from cpsched.bounds import area_bound, fill_drain_bound, fractional_knapsack
+from cpsched.graph import lower_bound
+from cpsched.instance import Instance
+from cpsched.schedules import run_all
+from cpsched.solver import PipelineModel, best_warm_start
+
+
+def proven_optimum(inst: Instance) -> int | None:
+    """Optimal makespan in ticks proven by CP-SAT with the plain bound only (1 worker,
+    deterministic budget), or None if not proven."""
+    lb = lower_bound(inst).value
+    _, rows, horizon = best_warm_start(inst, run_all(inst))
+    model = PipelineModel(inst, horizon, min(lb, horizon))
+    model.add_hint({a.action: inst.ticks(a.start) for a in rows})
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_deterministic_time = 20.0
+    code = solver.solve(model.model)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    value = round(solver.objective_value)
+    return value if solver.best_objective_bound >= value - 1e-9 else None
+
+
+def test_fractional_knapsack() -> None:
+    # ratio order: 3/1 first (2 copies = 6 work, 2 weight), then half of 4/2 = 2
+    assert fractional_knapsack([(4, 2, 5), (3, 1, 2)], 3) == pytest.approx(8.0)
+    assert fractional_knapsack([(5, 0, 3), (1, 1, 100)], 2) == pytest.approx(17.0)
+    assert fractional_knapsack([], 10) == 0.0
+
+
+def test_article_memory6_known_values() -> None:
+    # p=4 v=2 m=8 F=5 B=10, limit 6: optimum 325 (docs/spec.md §6); plain bound 285
+    inst = make(4, 2, 8, F=5, B=10, limit=6)
+    value, per_device = fill_drain_bound(inst)
+    assert lower_bound(inst).value == 285
+    # device 0: backward first possible at 8*5 + 7*10 - 10... = head of B(4, 0) = 70;
+    # 6 forwards (30) fit before it: idle 40 in the fill, 35 in the drain
+    assert per_device[0].idle_fill == pytest.approx(40.0)
+    assert per_device[0].idle_drain == pytest.approx(35.0)
+    assert value == 315 <= 325
+
+
+def test_scale_instance_values() -> None:
+    # issue 9's instances: p=16 v=2 m=64 loop F=5 B=10 limit 24 (plain bound 2145)
+    loop = make(16, 2, 64, F=5, B=10, limit=24)
+    assert lower_bound(loop).value == 2145
+    assert fill_drain_bound(loop)[0] == 2265
+    # V-Half level: p=16 V placement, F=I=W=1, activation 0.5, limit 9 (plain bound 399)
+    vhalf = make(16, 2, 64, F=1, I=1, W=1, activation=0.5, limit=9, placement="v")
+    assert lower_bound(vhalf).value == 399
+    assert fill_drain_bound(vhalf)[0] == 425
+
+
+def test_no_limit_is_plain_device_bound() -> None:
+    inst = make(4, 2, 8, F=5, B=10)
+    value, per_device = fill_drain_bound(inst)
+    assert all(b.idle_fill == 0 and b.idle_drain == 0 for b in per_device)
+    assert value <= lower_bound(inst).value
+    assert area_bound(inst) == 0
+
+
+@st.composite
+def limited_instances(draw) -> Instance:
+    placement = draw(st.sampled_from(["loop", "loop", "v", "bidirectional"]))
+    p = draw(st.sampled_from([2, 3])) if placement != "bidirectional" else 2
+    v = 2 if placement == "v" else (1 if placement == "bidirectional" else draw(st.integers(1, 2)))
+    m = draw(st.sampled_from([2, 4])) if placement == "bidirectional" else draw(st.integers(2, 5))
+    split = draw(st.booleans())
+    S = p * v
+    cost = st.integers(1, 4)
+    act = draw(st.lists(st.sampled_from([0.5, 1, 2]), min_size=S, max_size=S))
+    inst = make(p, v, m, F=draw(cost), B=draw(cost), I=draw(cost) if split else None,
+                W=draw(cost) if split else None, placement=placement,
+                latency=draw(st.sampled_from([0, 0, 1])), activation=act,
+                released_by_input=draw(st.sampled_from([0.0, 0.5])) if split else 0.0)
+    lo = inst.min_memory_limit()
+    limit = lo + draw(st.sampled_from([0, 0, 0.5, 1, 2, 3]))
+    return inst.with_memory_limit(limit)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(limited_instances())
+def test_memory_bounds_never_exceed_a_proven_optimum(inst: Instance) -> None:
+    opt = proven_optimum(inst)
+    if opt is None:
+        return
+    assert fill_drain_bound(inst)[0] <= opt
+    assert area_bound(inst) <= opt
