@@ -34,6 +34,15 @@ BASELINES = Path(__file__).parent / "baseline_images"
 UPDATE = os.environ.get("CPSCHED_UPDATE_BASELINES") == "1"
 
 
+# ---------------------------------------------------------------------- public names
+def test_public_names() -> None:
+    assert plots.__all__ == ["KIND_COLORS", "block_color", "bubble_bars", "chunk_of", "gantt",
+                             "gantt_and_memory", "gantt_figsize", "memory", "pareto",
+                             "save_figure"]
+    for name in plots.__all__[1:]:
+        assert callable(getattr(plots, name)), name
+
+
 # ------------------------------------------------------------------------ fixtures
 def make_instance(name: str, p: int, m: int, v: int = 1, placement: str = "loop",
                   split: bool = False, limit: float | None = None, **costs: float) -> Instance:
