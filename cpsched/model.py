@@ -135,7 +135,7 @@ class Schedule:
             "lower_bound": None if self.lower_bound is None else r(self.lower_bound),
             "gap": None if self.gap is None else round(self.gap, 6),
             "bubble_fraction": round(self.bubble_fraction, 6),
-            "peak_memory": [r(x) for x in self.peak_memory],
+            "peak_memory": [round(x, 9) for x in self.peak_memory],  # memory units, not ticks
             "solve_seconds": round(self.solve_seconds, 3),
         }
         d.update(self.extra)
