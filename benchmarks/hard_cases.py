@@ -1,4 +1,4 @@
-"""Benchmark: the hard cases of DESIGN-NOTES on this machine.
+"""Benchmark: the hard cases of docs/modelling.md §20 on this machine.
 
 Prints, per case: the best warm start, status, makespan, lower bound, gap and seconds.
 Usage: python benchmarks/hard_cases.py [--time-limit 60] [--workers 8]

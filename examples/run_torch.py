@@ -5,7 +5,8 @@
 
 What it does:
 
-1. reads the schedule (SPEC §3 JSON) and exports it with :func:`cpsched.torch_io.to_torch_csv`
+1. reads the schedule (JSON, docs/spec.md §3) and exports it with
+   :func:`cpsched.torch_io.to_torch_csv`
    (``compute_only``: PyTorch inserts the send/recv itself, the path torchtitan's custom CSV
    option takes; ``compute_comms``: cpsched's own send/recv order);
 2. builds a small MLP of ``S = p * v`` blocks (``Linear(width, width)`` + ``tanh``), stage ``s``

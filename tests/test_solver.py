@@ -27,7 +27,7 @@ def test_article_optimum_285(article: Instance) -> None:
 
 
 def test_article_memory_limit_6_optimum_325(article: Instance) -> None:
-    # DESIGN-NOTES 1: p=4 v=2 m=8 F=5 B=10, memory limit 6 -> 325
+    # docs/modelling.md §1: p=4 v=2 m=8 F=5 B=10, memory limit 6 -> 325
     res = solve(article.replace(**{"memory.limit": 6}), **DET)
     assert res.status == "OPTIMAL" and res.makespan == 325
     assert max(res.schedule.peak_memory) <= 6
@@ -36,7 +36,7 @@ def test_article_memory_limit_6_optimum_325(article: Instance) -> None:
 
 @pytest.mark.parametrize(("p", "m"), [(2, 3), (3, 4), (4, 4)])
 def test_v1_optimum_is_1f1b(p: int, m: int) -> None:
-    # SPEC §6: 1F1B is optimal for v = 1 without latency: (m + p - 1)(F + B)
+    # docs/spec.md §6: 1F1B is optimal for v = 1 without latency: (m + p - 1)(F + B)
     res = solve(make(p, 1, m, F=2, B=3), **DET)
     assert res.status == "OPTIMAL" and res.makespan == (m + p - 1) * 5
 

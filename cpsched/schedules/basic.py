@@ -7,7 +7,7 @@ simulator (:func:`cpsched.simulate.simulate`) starts every action as soon as its
 its predecessors allow.
 
 All these schedules use a fused ``B`` per (stage, microbatch), so they also run on
-``split_backward = true`` instances (SPEC §1: a fused ``B`` lasts ``I + W`` there).
+``split_backward = true`` instances (docs/spec.md §1: a fused ``B`` lasts ``I + W`` there).
 
 The interleaved "1F1B family" core (:func:`one_f_one_b_family_rank`) is shared with the
 interleaved zero-bubble schedule of :mod:`cpsched.schedules.torch_family`.
@@ -187,7 +187,7 @@ def one_f_one_b(inst: Instance) -> DeviceOrders:
     pairs ``F(w + k), B(k)``; cool-down ``w`` backwards ``B(m-w) .. B(m-1)``.
 
     Equals PyTorch 2.13's order on every rank but the last, where PyTorch emits
-    ``F1 .. Fm`` instead of ``F0 .. F(m-1)`` (off by one, DESIGN-NOTES 10).  PyTorch also
+    ``F1 .. Fm`` instead of ``F0 .. F(m-1)`` (off by one, docs/modelling.md §10).  PyTorch also
     rejects ``m < p``; the rule above is valid there too (the warm-up is capped at ``m``).
     """
     p, m = inst.p, inst.m

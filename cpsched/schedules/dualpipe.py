@@ -31,7 +31,7 @@ Warm-up = steps 1-3, steady = step 4, cool-down = steps 5-8.  Like the visualize
 first step-4 pair of the two middle ranks is overlapped too (DeepSeek's code runs those two
 chunks back to back).  Step 4 needs ``M - p + 1 >= 0``: ``m >= 2p - 2`` (DeepSeek asserts
 ``m >= 2p``; the visualizer's ``m >= p`` is not enough and it crashes below ``2p - 2``).
-SPEC §6: bubble ``(p/2 - 1)(F&B + B - 3W)``, ``p + 1`` activations on the busiest rank.
+docs/spec.md §6: bubble ``(p/2 - 1)(F&B + B - 3W)``, ``p + 1`` activations on the busiest rank.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The PyTorch-family schedules without PyTorch: SPEC §6 formulas, hand-derived orders, golden
-orders, preconditions, and validity on random small instances (hypothesis)."""
+"""The PyTorch-family schedules without PyTorch: docs/spec.md §6 formulas, hand-derived
+orders, golden orders, preconditions, and validity on random small instances (hypothesis)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def timed_orders(name: str, inst: Instance) -> list[list[Step]]:
     return sched.orders()
 
 
-# ------------------------------------------------------------ SPEC §6 formulas
+# ------------------------------------------------------------ docs/spec.md §6 formulas
 
 
 @pytest.mark.parametrize("name", ["gpipe", "1f1b"])
@@ -108,7 +108,7 @@ def test_interleaved_article_example() -> None:
 @pytest.mark.parametrize(("f", "i", "w"), [(1, 1, 1), (2, 1, 1), (3, 2, 1), (2, 3, 2)])
 def test_interleaved_zb_single_chunk_is_zb_h1(p: int, k: int, f: int, i: int, w: int) -> None:
     """PyTorch's interleaved ZB with one chunk per rank is ZB-H1: bubble (p-1)(F + B - 2W),
-    peak memory as 1F1B (SPEC §6; the formula assumes W <= F)."""
+    peak memory as 1F1B (docs/spec.md §6; the formula assumes W <= F)."""
     m = k * p
     sched = run_schedule("interleaved-zb", make(p, m, split=True, forward=f,
                                                 backward_input=i, backward_weight=w))
@@ -129,7 +129,7 @@ ONE_F_ONE_B_P3_M4 = [
 
 def test_1f1b_hand_derived() -> None:
     """Rank r: p - r - 1 warm-up forwards, F/B pairs, remaining backwards.  The last rank runs
-    F0 .. F(m-1) (PyTorch 2.13 emits F1 .. Fm there, DESIGN-NOTES 10)."""
+    F0 .. F(m-1) (PyTorch 2.13 emits F1 .. Fm there, docs/modelling.md §10)."""
     expected = [parse_rank(t) for t in ONE_F_ONE_B_P3_M4]
     assert orders_of("1f1b", make(3, 4)) == expected
     assert timed_orders("1f1b", make(3, 4)) == expected

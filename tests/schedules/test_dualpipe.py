@@ -87,7 +87,7 @@ def test_other_preconditions() -> None:
 @pytest.mark.parametrize("dm", [0, 2, 6])
 @pytest.mark.parametrize("F,I,W", [(1, 1, 1), (2, 3, 1), (1, 2, 2), (3, 4, 2), (5, 5, 5)])  # noqa: E741
 def test_bubble_formula(p: int, dm: int, F: int, I: int, W: int) -> None:  # noqa: N803, E741
-    """SPEC §6 (DeepSeek-V3 Table 2): bubble (p/2 - 1)(F&B + B - 3W), measured as the mean
+    """docs/spec.md §6 (DeepSeek-V3 Table 2): bubble (p/2 - 1)(F&B + B - 3W), measured as the mean
     idle time per device (bubble_fraction x makespan); exact here with F&B = F + B (no
     overlap cost given), F <= I and W <= I."""
     m = 2 * p - 2 + dm if p > 2 else 2 + dm

@@ -11,7 +11,7 @@ from cpsched.graph import lower_bound
 from cpsched.instance import Instance
 from cpsched.model import Kind
 from cpsched.schedules import get_schedule, run_schedule
-from cpsched.schedules.listsched import list_schedule, list_scheduler
+from cpsched.schedules.listsched import list_scheduler, pipeline_list_schedule
 from cpsched.simulate import simulate
 from cpsched.validate import validate
 
@@ -60,11 +60,11 @@ def test_registered_defaults() -> None:
 
 def test_bad_options() -> None:
     with pytest.raises(ValueError, match="tie_break = 'nope'"):
-        list_schedule(make(2, 2), "nope")
+        pipeline_list_schedule(make(2, 2), "nope")
     with pytest.raises(ValueError, match="window"):
-        list_schedule(make(2, 2), window=[1])
+        pipeline_list_schedule(make(2, 2), window=[1])
     with pytest.raises(ValueError, match="window"):
-        list_schedule(make(2, 2), window=0)
+        pipeline_list_schedule(make(2, 2), window=0)
 
 
 def test_split_backward_postpones_w_within_the_limit() -> None:
@@ -75,7 +75,7 @@ def test_split_backward_postpones_w_within_the_limit() -> None:
     assert sched.makespan == run_schedule("zb-h1", make(4, 8, F=1, I=1, W=1)).makespan
     assert max(sched.peak_memory) <= 4
     # portfolio=False runs the requested rule alone
-    plain = list_schedule(inst, portfolio=False)
+    plain = pipeline_list_schedule(inst, portfolio=False)
     assert plain.config.startswith("dfs slack=0.0")
 
 
@@ -84,7 +84,7 @@ def test_split_backward_postpones_w_within_the_limit() -> None:
 def test_memory_limit_single_rules(tie_break: str, limit: int) -> None:
     inst = make(4, 8, 2, limit=limit)
     for slack in (0.0, 1.0, None):
-        res = list_schedule(inst, tie_break, slack=slack, portfolio=False)
+        res = pipeline_list_schedule(inst, tie_break, slack=slack, portfolio=False)
         sched = simulate(inst, res.orders)
         assert not validate(sched)
         assert sched.makespan == res.makespan
@@ -101,7 +101,7 @@ HARD = [
 @pytest.mark.parametrize("kw,expected", HARD)
 def test_hard_instances(kw: dict, expected: int) -> None:
     inst = make(**kw)
-    res = list_schedule(inst)
+    res = pipeline_list_schedule(inst)
     sched = simulate(inst, res.orders, method="list")
     assert not validate(sched)
     assert max(sched.peak_memory) <= inst.memory_limit
@@ -146,7 +146,7 @@ def test_never_over_the_limit_never_deadlocks(data: st.DataObject, p: int, m: in
         kw.update(B=data.draw(pos))
     base = make(p, m, v, **kw)
     inst = base.replace(**{"memory.limit": base.min_memory_limit() * factor})
-    res = list_schedule(inst, tie_break, portfolio=portfolio, restarts=3)
+    res = pipeline_list_schedule(inst, tie_break, portfolio=portfolio, restarts=3)
     sched = simulate(inst, res.orders)
     assert validate(sched) == []
     assert sched.makespan == inst.from_ticks(res.makespan)

@@ -122,7 +122,7 @@ def test_orders_equal_pytorch(name: str) -> None:
             problems.append(f"p={p} v={v} m={m}: invalid: {errors[:3]}")
             continue
         got = sched.orders()
-        # PyTorch 2.13's 1F1B is off by one on the last rank (DESIGN-NOTES 10): compare the
+        # PyTorch 2.13's 1F1B is off by one on the last rank (docs/modelling.md §10): compare the
         # other ranks; test_basic checks the last rank against the hand-derived rule
         ranks = range(p - 1) if name == "1f1b" else range(p)
         for r in ranks:

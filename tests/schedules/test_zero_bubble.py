@@ -57,7 +57,7 @@ def test_zb_h2_orders_match_the_paper_figure() -> None:
 @pytest.mark.parametrize("F,I,W", [(1, 1, 1), (5, 5, 5), (2, 1, 1), (3, 2, 1), (5, 4, 3),  # noqa: E741
                                    (2, 3, 2)])
 def test_zb_h1_formula(p: int, extra: int, F: int, I: int, W: int) -> None:  # noqa: N803, E741
-    """SPEC §6 (paper §3.1): bubble (p - 1)(F + B - 2W) with B = I + W, i.e. makespan
+    """docs/spec.md §6 (paper §3.1): bubble (p - 1)(F + B - 2W) with B = I + W, i.e. makespan
     m(F + I + W) + (p - 1)(F + I - W); exact whenever W <= min(F, I), m >= p."""
     m = p + extra
     inst = make(p, m, F, I, W)
