@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ class ScheduleSpec:
         source: paper / repository the order follows.
         check: returns None when applicable, else the reason (field, value, requirement).
         generate: the order generator (called only when ``check`` passes).
+        expensive: a search rather than a closed-form order (e.g. the list-scheduling
+            portfolio): :func:`run_all` runs it after the others and skips it past a deadline.
     """
 
     name: str
@@ -38,6 +41,7 @@ class ScheduleSpec:
     source: str
     check: Check
     generate: Generator
+    expensive: bool = False
 
     def reason_not_applicable(self, instance: Instance) -> str | None:
         """None if the schedule applies to ``instance``, else why not."""
@@ -55,13 +59,14 @@ REGISTRY: dict[str, ScheduleSpec] = {}
 
 
 def register(name: str, *, summary: str, preconditions: str, source: str,
-             check: Check) -> Callable[[Generator], Generator]:
-    """Decorator registering an order generator under ``name``."""
+             check: Check, expensive: bool = False) -> Callable[[Generator], Generator]:
+    """Decorator registering an order generator under ``name`` (see :class:`ScheduleSpec`)."""
 
     def deco(fn: Generator) -> Generator:
         if name in REGISTRY:
             raise ValueError(f"schedule {name!r} registered twice")
-        REGISTRY[name] = ScheduleSpec(name, summary, preconditions, source, check, fn)
+        REGISTRY[name] = ScheduleSpec(name, summary, preconditions, source, check, fn,
+                                      expensive)
         return fn
 
     return deco
@@ -92,7 +97,19 @@ def run_schedule(name: str, instance: Instance) -> Schedule:
     return simulate(instance, spec.orders(instance), method=name)
 
 
-def run_all(instance: Instance) -> dict[str, Schedule]:
-    """Every applicable schedule, timed: ``{name: schedule}``."""
-    return {s.name: simulate(instance, s.generate(instance), method=s.name)
-            for s in applicable_schedules(instance)}
+def run_all(instance: Instance, deadline: float | None = None) -> dict[str, Schedule]:
+    """Every applicable schedule, timed: ``{name: schedule}`` (registry order).
+
+    Args:
+        deadline: a ``time.perf_counter()`` value; expensive schedules (searches such as the
+            list-scheduling portfolio, :attr:`ScheduleSpec.expensive`) run after the
+            closed-form ones and only while it has not passed, so a caller's time limit
+            bounds this too without losing any closed-form schedule.
+    """
+    out: dict[str, Schedule] = {}
+    specs = applicable_schedules(instance)
+    for spec in sorted(specs, key=lambda s: s.expensive):
+        if spec.expensive and deadline is not None and time.perf_counter() >= deadline:
+            continue
+        out[spec.name] = simulate(instance, spec.generate(instance), method=spec.name)
+    return {s.name: out[s.name] for s in specs if s.name in out}  # registry order

@@ -9,8 +9,9 @@ bound cpsched can stand behind (docs/spec.md §5).
 from __future__ import annotations
 
 import math
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,18 +111,26 @@ def solve(
     candidates: Mapping[str, Schedule] | None = None,
     parameters: Mapping[str, Any] | None = None,
     on_progress: ProgressCallback | None = None,
+    started: float | None = None,
+    on_solver: Callable[[cp_model.CpSolver], None] | None = None,
 ) -> Result:
     """Optimal schedule for ``inst`` with CP-SAT, warm-started from the best known schedule.
 
     Args:
-        time_limit: wall-clock seconds for CP-SAT (None: no limit).  For reproducible
-            results use ``workers=1`` and/or ``parameters={"max_deterministic_time": ...}``.
+        time_limit: wall-clock seconds for the whole call — known schedules, bounds, model
+            and search — counted from ``started`` (None: no limit).  A watchdog stops CP-SAT
+            at the deadline.  For reproducible results use ``workers=1`` and/or
+            ``parameters={"max_deterministic_time": ...}``.
         workers: CP-SAT ``num_workers``.
         seed: CP-SAT ``random_seed``.
         candidates: warm-start candidates ``{name: schedule}`` (default: every applicable
             registered schedule, timed).
         parameters: any other ``SatParameters`` field, passed through.
         on_progress: called with (elapsed s, incumbent, bound) on every improvement.
+        on_solver: called with the CP-SAT solver right before the search (the CLI keeps it
+            to call ``stop_search()`` on Ctrl-C).
+        started: ``time.perf_counter()`` value the time limit counts from (default: now;
+            the CLI passes its own start so the limit bounds the whole command).
 
     Returns:
         :class:`Result`, never worse than the best valid candidate; a time limit is not an
@@ -132,18 +141,23 @@ def solve(
         RuntimeError: CP-SAT rejected a valid hint or produced an invalid schedule (a bug in
             the model, never a property of the instance).
     """
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if started is None else started
+    deadline = None if time_limit is None else t0 + float(time_limit)
     if candidates is None:
         from cpsched.schedules import run_all
 
-        candidates = run_all(inst)
+        # known schedules get at most a third of the budget (the fallback is always there)
+        candidates = run_all(inst, None if deadline is None else t0 + float(time_limit) / 3)
     lb = combinatorial_bound(inst)
     warm, hint, horizon, model = _warm_model(inst, candidates, lb)
-    solver = _solver(time_limit, workers, seed, parameters)
+    left = None if deadline is None else max(0.0, deadline - time.perf_counter() - _RESERVE)
+    solver = _solver(left, workers, seed, parameters)
     cb = Progress(inst, t0, on_progress, min(lb, horizon), trust_bound=not model.restricted)
     solver.best_bound_callback = cb.on_bound
     cb.report()
-    code = solver.solve(model.model, cb)
+    if on_solver is not None:
+        on_solver(solver)
+    code = _search(solver, model.model, cb, deadline)
     if code == cp_model.INFEASIBLE:
         # the hint is feasible by construction, so this means the model rejected it
         raise RuntimeError("CP-SAT reported INFEASIBLE with a valid hint: model bug")
@@ -172,6 +186,25 @@ def solve(
                "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
                "restricted": model.restricted},
     )
+
+
+#: seconds kept back from the time limit for reading the solution and validating it
+_RESERVE = 0.3
+
+
+def _search(solver: cp_model.CpSolver, model: cp_model.CpModel, cb: Progress,
+            deadline: float | None) -> Any:
+    """``solver.solve`` with a watchdog: CP-SAT's own limit can overrun on large models
+    (presolve and LP phases check it rarely), so a timer stops the search at ``deadline``."""
+    if deadline is None:
+        return solver.solve(model, cb)
+    timer = threading.Timer(max(0.0, deadline - time.perf_counter()), solver.stop_search)
+    timer.daemon = True
+    timer.start()
+    try:
+        return solver.solve(model, cb)
+    finally:
+        timer.cancel()
 
 
 def _warm_model(inst: Instance, candidates: Mapping[str, Schedule], lb: int

@@ -1,0 +1,77 @@
+"""Benchmark: production-size instances (instances/scale/) with default settings.
+
+For each instance: the best known schedule that fits the memory limit, what ``cpsched solve``
+returns with its default method choice, the certified lower bound, the gap, the wall time of
+the whole call (known schedules, bounds, patterns, model and search), and which method ran.
+Then the simulator against the visualizer's execution model (benchmarks/simulator.py).
+
+    python benchmarks/scale.py                    # 120 s per instance, every instance
+    python benchmarks/scale.py -t 30 p16-v-m64-vhalf
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALE = ROOT / "instances" / "scale"
+
+
+def run(path: Path, time_limit: float, workers: int) -> dict[str, object]:
+    """Solve one instance with defaults; one table row."""
+    from cpsched import load_instance, run_all, solve, validate
+
+    inst = load_instance(path)
+    t0 = time.perf_counter()
+    known = run_all(inst)
+    fitting = {n: s.makespan for n, s in known.items() if not validate(s, inst)}
+    best_name = min(fitting, key=fitting.get) if fitting else "-"
+    res = solve(inst, time_limit=time_limit, workers=workers, started=t0)
+    wall = time.perf_counter() - t0
+    assert res.schedule is not None and validate(res.schedule) == []
+    best = fitting.get(best_name)
+    assert best is None or res.makespan <= best + 1e-9, "worse than a known schedule"
+    return {
+        "instance": inst.name, "actions": len(res.schedule.actions),
+        "best known that fits": f"{best_name} {best:g}" if best is not None else "-",
+        "cpsched": res.makespan, "bound": res.lower_bound,
+        "gap %": round(100 * (res.gap or 0.0), 2), "status": str(res.status),
+        "method": res.stats.get("method", "cpsat"), "warm start": res.warm_start,
+        "seconds": round(wall, 1),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="instance names (default: all in instances/scale)")
+    ap.add_argument("-t", "--time-limit", type=float, default=120.0)
+    ap.add_argument("-w", "--workers", type=int, default=8)
+    ap.add_argument("--no-simulator", action="store_true", help="skip the simulator table")
+    args = ap.parse_args()
+    paths = sorted(SCALE.glob("*.toml"))
+    if args.names:
+        paths = [p for p in paths if p.stem in args.names]
+    rows = []
+    for p in paths:
+        rows.append(run(p, args.time_limit, args.workers))
+        print(pd.DataFrame(rows[-1:]).to_string(index=False, header=len(rows) == 1),
+              flush=True)
+    print()
+    print(pd.DataFrame(rows).to_markdown(index=False))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak resident memory of this process: {peak:.0f} MiB")
+    if not args.no_simulator:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import simulator  # benchmarks/simulator.py
+
+        simulator.main([])
+
+
+if __name__ == "__main__":
+    main()
