@@ -1,0 +1,127 @@
+"""V-Half and V-Min: the orders recorded from the authors' code, simulation, validity, peak
+memory against the paper's figures, preconditions.
+
+The recordings (tests/data/zb/v-half.json, v-min.json) were made by tests/data/zb/record.py
+from the Zero Bubble repository's V-Half/V-Min scheduler (docs/references.md#controllable-memory)
+on p = 2..16 and m in {1, 2, p, 2p + 1, 64}, with uniform and uneven costs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpsched.instance import Instance
+from cpsched.metrics import peak_memory
+from cpsched.schedules import NotApplicable, get_schedule, run_schedule
+from cpsched.validate import validate
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "zb"
+NAMES = ["v-half", "v-min"]
+#: The paper's activation memory, in microbatches (Qi et al. 2024, Table 1; the authors'
+#: table: V-Half (p + 2) // 2, V-Min (p + 4) // 3, 1F1B p).
+PAPER_MICROBATCHES = {"v-half": lambda p: (p + 2) // 2, "v-min": lambda p: (p + 4) // 3}
+
+
+@cache
+def cases(name: str) -> list[dict[str, Any]]:
+    """The recorded cases of ``name``."""
+    doc = json.loads((DATA / f"{name}.json").read_text())
+    assert doc["schedule"] == name
+    return list(doc["cases"])
+
+
+def decode(p: int, encoded: list[str]) -> list[list[str]]:
+    """Compressed letters (record.py: ``F3`` three in a row, ``(..)k`` a block k times) to
+    per-device action strings: upper case = the device's stage ``d``, lower case =
+    ``2p - 1 - d``; microbatches count up per (kind, stage)."""
+    out = []
+    for d, packed in enumerate(encoded):
+        text = re.sub(r"\(([^()]*)\)(\d+)", lambda mt: mt[1] * int(mt[2]), packed)
+        seen: dict[tuple[str, int], int] = {}
+        row = []
+        for letter, count in re.findall(r"([FIWfiw])(\d*)", text):
+            stage = d if letter.isupper() else 2 * p - 1 - d
+            key = (letter.upper(), stage)
+            for _ in range(int(count or 1)):
+                row.append(f"{stage}{key[0]}{seen.get(key, 0)}")
+                seen[key] = seen.get(key, 0) + 1
+        out.append(row)
+    return out
+
+
+def instance(case: dict[str, Any], placement: str = "v", limit: bool = True) -> Instance:
+    """The case's instance (``limit=False``: without its memory limit)."""
+    memory: dict[str, Any] = {"activation": case["act"], "released_by_input": case["r"]}
+    if limit and case["limit"] is not None:
+        memory["limit"] = case["limit"]
+    return Instance.from_dict({
+        "name": "zb-recorded",
+        "pipeline": {"devices": case["p"], "stages_per_device": 2 if placement == "v" else 1,
+                     "microbatches": case["m"], "placement": placement,
+                     "split_backward": True},
+        "costs": {"forward": case["F"], "backward_input": case["I"],
+                  "backward_weight": case["W"], "p2p_latency": case["lat"]},
+        "memory": memory,
+    })
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_orders_equal_the_recorded_reference_orders_simulate_and_meet_the_paper_memory(
+        name: str) -> None:
+    recorded = cases(name)
+    grid = {(c["p"], c["m"]) for c in recorded}
+    assert {p for p, _ in grid} == set(range(2, 17)) and max(m for _, m in grid) == 64
+    mismatches = []
+    for case in recorded:
+        p, m = case["p"], case["m"]
+        inst = instance(case, limit=False)
+        got = [[str(a) for a in row] for row in get_schedule(name).orders(inst)]
+        want = decode(p, case["orders"])
+        assert sum(map(len, want)) == 3 * m * inst.num_stages
+        if got != want:
+            mismatches.append((p, m))
+        sched = run_schedule(name, inst)  # a deadlock would raise
+        assert validate(sched) == [], (p, m)
+        # activation 1 per stage, all released by W: a microbatch holds 2 on a device
+        peak = max(peak_memory(sched))
+        paper = PAPER_MICROBATCHES[name](p)
+        assert peak <= 2 * paper, (p, m, peak)
+        assert peak == 2 * min(paper, m), (p, m, peak)  # the figure is reached once m allows
+        if p >= 5:
+            assert peak < 2 * p  # 1F1B holds p microbatches
+    assert mismatches == []
+
+
+def test_orders_ignore_costs() -> None:
+    """The authors' code times the order with the costs but never changes it."""
+    base = {"p": 6, "m": 13, "act": 1, "r": 0.0, "limit": None}
+    a = instance({**base, "F": 1, "I": 1, "W": 1, "lat": 0})
+    b = instance({**base, "F": [1, 9, 2, 8, 3, 7, 4, 6, 5, 5, 6, 4], "I": 0.5, "W": 7,
+                  "lat": 3})
+    for name in NAMES:
+        assert get_schedule(name).orders(a) == get_schedule(name).orders(b)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_preconditions_name_field_value_and_requirement(name: str) -> None:
+    spec = get_schedule(name)
+    case = {"p": 4, "m": 8, "F": 1, "I": 1, "W": 1, "lat": 0, "act": 1, "r": 0.0,
+            "limit": None}
+    loop = instance(case, placement="loop")
+    why = spec.reason_not_applicable(loop)
+    assert why is not None and 'pipeline.placement = "loop"' in why and '"v"' in why
+    with pytest.raises(NotApplicable, match=name):
+        spec.orders(loop)
+    fused = instance(case).replace(**{"pipeline.split_backward": False, "costs.backward": 2,
+                                      "costs.backward_input": None,
+                                      "costs.backward_weight": None})
+    why = spec.reason_not_applicable(fused)
+    assert why is not None and "pipeline.split_backward = false" in why and "true" in why
+    assert spec.reason_not_applicable(instance(case)) is None
+    assert "docs/references.md#controllable-memory" in spec.source
