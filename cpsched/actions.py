@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -98,10 +97,9 @@ def default_actions(instance: Instance) -> list[Action]:
             for k in kinds]
 
 
-@dataclass(frozen=True, slots=True)
-class TimedAction:
+class TimedAction(NamedTuple):
     """An action placed in time, in the instance's own units (docs/spec.md §3 ``actions``
-    rows)."""
+    rows).  A named tuple: schedules of 10^5 actions are built often (the simulator)."""
 
     device: int
     stage: int

@@ -14,22 +14,48 @@ A :class:`ResourceGraph` holds
   from the *start* of an ``alloc`` task to the *end* of a ``free`` task (memory deltas).
 
 All times are integers (ticks).  Sources: list scheduling as in high-level synthesis (priority
-rule + lexicographic tie-breakers) and the four-ingredient CP-SAT model (windows, dependencies,
-NoOverlap, Cumulative) of the pipeline-scheduling article in ``shared/reference``.
+rule + lexicographic tie-breakers, run by the event engine :func:`cpsched.engine.dispatch`) and
+the four-ingredient CP-SAT model (windows, dependencies, NoOverlap, Cumulative) of the
+pipeline-scheduling article (docs/references.md#pipeline-scheduling-article).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
+from cpsched.engine import PriorityRule, TaskTable, dispatch, lexicographic, paused_gc
+
 Task = Hashable
+
+
+def digraph_from(nodes: Iterable[tuple[Task, dict[str, Any]]],
+                 edges: Iterable[tuple[Task, Task, dict[str, Any]]],
+                 **graph_attr: Any) -> nx.DiGraph:
+    """A ``networkx.DiGraph`` with these nodes (and attribute dicts) and edges, built
+    straight into networkx's adjacency dicts: what ``add_nodes_from`` / ``add_edges_from``
+    give, about three times faster, for graphs that are valid by construction (every edge
+    end is a listed node; no duplicates).  The attribute dicts are taken over, not copied:
+    pass fresh ones.
+
+    Raises:
+        KeyError: an edge names a node that is not listed.
+    """
+    g = nx.DiGraph(**graph_attr)
+    node, succ, pred = g._node, g._succ, g._pred  # noqa: SLF001 - bulk construction
+    for t, attr in nodes:
+        node[t] = attr
+        succ[t] = {}
+        pred[t] = {}
+    for u, v, attr in edges:
+        succ[u][v] = pred[v][u] = attr
+    nx._clear_cache(g)  # noqa: SLF001
+    return g
 
 
 def heads_and_tails(g: nx.DiGraph) -> tuple[dict[Task, int], dict[Task, int]]:
@@ -38,17 +64,39 @@ def heads_and_tails(g: nx.DiGraph) -> tuple[dict[Task, int], dict[Task, int]]:
 
     ``head[t]``: longest chain of durations + lags that must run before ``t`` starts.
     ``tail[t]``: longest chain that must run after ``t`` ends (0 for a sink).
+    Both dicts are in a topological order of ``g``.
+
+    Raises:
+        networkx.NetworkXUnfeasible: the graph has a cycle.
+        KeyError: a node without ``duration`` or an edge without ``lag``.
     """
-    order = list(nx.topological_sort(g))
-    dur = nx.get_node_attributes(g, "duration")
+    pred, succ = g._pred, g._succ  # noqa: SLF001 - read-only, 4x faster than the views
+    dur = {t: a["duration"] for t, a in g.nodes(data=True) if "duration" in a}
+    indeg = {t: len(ps) for t, ps in pred.items()}
+    order = [t for t, k in indeg.items() if k == 0]
+    for t in order:  # Kahn's algorithm (the list grows while it is read)
+        for w in succ[t]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                order.append(w)
+    if len(order) < len(indeg):
+        raise nx.NetworkXUnfeasible("Graph contains a cycle or graph changed during iteration")
     head: dict[Task, int] = {}
     for t in order:
-        head[t] = max((head[u] + dur[u] + g.edges[u, t]["lag"] for u in g.predecessors(t)),
-                      default=0)
+        h = 0
+        for u, e in pred[t].items():
+            x = head[u] + dur[u] + e["lag"]
+            if x > h:
+                h = x
+        head[t] = h
     tail: dict[Task, int] = {}
     for t in reversed(order):
-        tail[t] = max((g.edges[t, w]["lag"] + dur[w] + tail[w] for w in g.successors(t)),
-                      default=0)
+        h = 0
+        for w, e in succ[t].items():
+            x = e["lag"] + dur[w] + tail[w]
+            if x > h:
+                h = x
+        tail[t] = h
     return head, tail
 
 
@@ -184,83 +232,74 @@ def check_starts(rg: ResourceGraph, starts: Mapping[Task, int]) -> list[str]:
 PriorityKey = Callable[[Task], Any]
 
 
+def latest_start(rg: ResourceGraph) -> PriorityRule:
+    """Priority rule: latest start (ALAP against the critical path) first."""
+    head, tail = rg.heads_and_tails()
+    cp = max((head[t] + rg.duration(t) + tail[t] for t in rg.graph), default=0)
+    return lambda t: cp - tail[t] - rg.duration(t)
+
+
+def by_name(t: Task) -> str:
+    """Tie-breaker: the task's ``repr``."""
+    return repr(t)
+
+
 def list_schedule(rg: ResourceGraph, key: PriorityKey | None = None) -> dict[Task, int]:
     """Non-delay list scheduling: at each event time, start ready tasks in ``key`` order
     (smallest first; a tuple = priority rule then lexicographic tie-breakers) while their
-    resource has free capacity and their buffers fit the pool limits.
+    resource has free capacity and their buffers fit the pool limits.  Runs on the event
+    engine (:func:`cpsched.engine.dispatch`); the pipeline's own list scheduler is
+    :func:`cpsched.schedules.listsched.pipeline_list_schedule`.
 
-    Default key: latest start (ALAP against the critical path) first, then the task itself.
+    Default key: ``lexicographic(latest_start(rg), by_name)``.
 
     Returns:
-        ``{task: start}``.
+        ``{task: start}`` in start order.
 
     Raises:
         ValueError: the graph has a cycle, or no task can start while some remain (a pool
             limit blocks every ready task).
     """
     rg.check()
-    g = rg.graph
     if key is None:
-        head, tail = rg.heads_and_tails()
-        cp = max((head[t] + rg.duration(t) + tail[t] for t in g), default=0)
-
-        def key(t: Task) -> Any:
-            return (cp - tail[t] - rg.duration(t), repr(t))
-
-    allocs: dict[Task, list[Buffer]] = defaultdict(list)
-    frees: dict[Task, list[Buffer]] = defaultdict(list)
+        key = lexicographic(latest_start(rg), by_name)
+    tasks = list(rg.graph)
+    index = {t: n for n, t in enumerate(tasks)}
+    res_index = {r: n for n, r in enumerate(rg.capacity)}
+    allocs: list[list[Buffer]] = [[] for _ in tasks]
+    frees: list[list[Buffer]] = [[] for _ in tasks]
     for b in rg.buffers:
-        allocs[b.alloc].append(b)
-        frees[b.free].append(b)
+        allocs[index[b.alloc]].append(b)
+        frees[index[b.free]].append(b)
     held: dict[Hashable, int] = defaultdict(int)
-    busy: dict[Hashable, int] = defaultdict(int)
-    waiting = {t: g.in_degree(t) for t in g}
-    release: dict[Task, int] = {t: 0 for t in g if waiting[t] == 0}
-    starts: dict[Task, int] = {}
-    running: list[tuple[int, int, Task]] = []  # (end, seq, task)
-    seq = 0
-    now = 0
-    while len(starts) < g.number_of_nodes():
-        ready = sorted((t for t, r in release.items() if r <= now), key=key)
-        for t in ready:
-            r = rg.resource(t)
-            if r is not None and rg.duration(t) > 0 and busy[r] >= rg.capacity[r]:
-                continue
-            if any(rg.pools[b.pool] is not None and held[b.pool] + b.amount > rg.pools[b.pool]
-                   for b in allocs[t]):
-                continue
-            del release[t]
-            starts[t] = now
-            for b in allocs[t]:
-                held[b.pool] += b.amount
-            if r is not None and rg.duration(t) > 0:
-                busy[r] += 1
-            heapq.heappush(running, (now + rg.duration(t), seq, t))
-            seq += 1
-        if not running:
-            nxt = min(release.values())  # non-empty: the graph is acyclic
-            if nxt > now:
-                now = nxt
-                continue
-            raise ValueError("list scheduling is stuck: every ready task waits for memory "
-                             f"({', '.join(repr(t) for t in list(release)[:3])} ...)")
-        # advance to the next completion (or the next release, if earlier)
-        nxt_end = running[0][0]
-        future = [r for r in release.values() if r > now]
-        now = min([nxt_end, *future]) if future else nxt_end
-        while running and running[0][0] <= now:
-            end, _, t = heapq.heappop(running)
-            r = rg.resource(t)
-            if r is not None and rg.duration(t) > 0:
-                busy[r] -= 1
-            for b in frees[t]:
-                held[b.pool] -= b.amount
-            for w in g.successors(t):
-                waiting[w] -= 1
-                if waiting[w] == 0:
-                    release[w] = max(starts[u] + rg.duration(u) + g.edges[u, w]["lag"]
-                                     for u in g.predecessors(w))
-    return starts
+
+    def admit(n: int) -> bool:
+        return not any(rg.pools[b.pool] is not None and held[b.pool] + b.amount > rg.pools[b.pool]
+                       for b in allocs[n])
+
+    def start(n: int, now: int) -> None:
+        for b in allocs[n]:
+            held[b.pool] += b.amount
+
+    def finish(n: int, end: int) -> None:
+        for b in frees[n]:
+            held[b.pool] -= b.amount
+
+    res = [-1 if rg.resource(t) is None or rg.duration(t) == 0 else res_index[rg.resource(t)]
+           for t in tasks]
+    rq: list[list[int]] = [[] for _ in range(len(res_index) + 1)]
+    for n, r in enumerate(res):
+        rq[r].append(n)
+    table = TaskTable([rg.duration(t) for t in tasks], res, list(rg.capacity.values()),
+                      [[(index[w], e["lag"]) for w, e in rg.graph.succ[t].items()] for t in tasks],
+                      [[n] for n in range(len(tasks))], rq)
+    with paused_gc():
+        out = dispatch(table, [key(t) for t in tasks], admit=admit, on_start=start,
+                       on_finish=finish, local=False)
+    if out.waiting:
+        raise ValueError("list scheduling is stuck: every ready task waits for memory "
+                         f"({', '.join(repr(tasks[n]) for n in out.waiting[:3])} ...)")
+    return {tasks[n]: out.starts[n] for n in out.sequence}
 
 
 # ---------------------------------------------------------------- HLS example

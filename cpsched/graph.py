@@ -1,9 +1,10 @@
 """Task graph of a pipeline instance (networkx), ASAP/ALAP windows and lower bounds.
 
-One node per action (:class:`~cpsched.model.Action`) with attributes ``duration`` (integer
-ticks) and ``device``; one edge per dependency of SPEC §1 with attribute ``lag`` (ticks): the
-p2p latency when the two actions run on different devices, else 0.  An edge ``u -> v`` with
-lag ``L`` means ``start(v) >= end(u) + L``.
+One node per action (:class:`~cpsched.actions.Action`) with attributes ``duration`` (integer
+ticks) and ``device``; one edge per dependency of docs/spec.md §1 with attribute ``lag``
+(ticks): the p2p latency when the two actions run on different devices, else 0.  An edge
+``u -> v`` with lag ``L`` means ``start(v) >= end(u) + L``.  The rules themselves (durations,
+dependencies, release points) live in :mod:`cpsched.rules` and are re-exported here.
 
 All times here are integer ticks (see :meth:`Instance.ticks`).
 """
@@ -11,99 +12,89 @@ All times here are integer ticks (see :meth:`Instance.ticks`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 
 import networkx as nx
 
-from cpsched.core import ResourceGraph, heads_and_tails
+from cpsched.actions import Action, Kind
+from cpsched.core import ResourceGraph, digraph_from, heads_and_tails
+from cpsched.engine import paused_gc
 from cpsched.instance import Instance
-from cpsched.model import Action, Kind, Overlap, default_actions
-
-#: ``fused(stage, microbatch)`` is True when that (stage, microbatch) runs one fused B.
-FusedRule = Callable[[int, int], bool]
-
-
-def duration(instance: Instance, action: Action) -> int:
-    """Duration of ``action`` in ticks (fused ``B`` lasts ``I + W`` with split backward)."""
-    s = action.stage
-    if action.kind == Kind.F:
-        x = instance.forward[s]
-    elif action.kind == Kind.B:
-        x = instance.backward[s]
-    elif action.kind == Kind.I:
-        x = instance.backward_input[s]
-    else:
-        x = instance.backward_weight[s]
-    return instance.ticks(x)
-
-
-def overlap_duration(instance: Instance, pair: Overlap) -> int:
-    """Duration in ticks of an overlapped F&B pair: ``overlap_forward_backward`` of the F's
-    stage when given, else the two run back to back (sum of the durations)."""
-    ov = instance.overlap_forward_backward
-    if ov is None:
-        return duration(instance, pair.forward) + duration(instance, pair.backward)
-    return instance.ticks(ov[pair.forward.stage])
-
-
-def dependencies(instance: Instance, action: Action, fused: FusedRule) -> list[tuple[Action, int]]:
-    """Predecessors of ``action`` with their lags (ticks), per SPEC §1.
-
-    ``fused(s, i)`` tells which backward kind (s, i) runs when split backward is on
-    (``B`` if fused, else ``I``); without split backward every backward is ``B``.
-    """
-    S = instance.num_stages
-    s, i, k = action.stage, action.microbatch, action.kind
-    lat = instance.ticks(instance.p2p_latency)
-    dev = instance.device_of(s, i)
-
-    def lag(other_stage: int) -> int:
-        return lat if instance.device_of(other_stage, i) != dev else 0
-
-    def bwd(stage: int) -> Action:
-        if not instance.split_backward or fused(stage, i):
-            return Action(Kind.B, stage, i)
-        return Action(Kind.I, stage, i)
-
-    if k == Kind.F:
-        return [(Action(Kind.F, s - 1, i), lag(s - 1))] if s > 0 else []
-    if k == Kind.W:
-        return [(Action(Kind.I, s, i), 0)]
-    # B or I
-    if s == S - 1:
-        return [(Action(Kind.F, s, i), 0)]
-    return [(bwd(s + 1), lag(s + 1))]
-
-
-def fused_rule_from(actions: Iterable[Action]) -> FusedRule:
-    """The fused rule implied by a set of actions (a (stage, mb) with a ``B`` is fused)."""
-    fused = {(a.stage, a.microbatch) for a in actions if a.kind == Kind.B}
-    return lambda s, i: (s, i) in fused
+from cpsched.rules import (
+    FusedRule,
+    dependencies,
+    duration,
+    fused_rule_from,
+    overlap_duration,
+    release_actions,
+    stage_ticks,
+)
 
 
 def build_task_graph(instance: Instance, actions: Iterable[Action] | None = None) -> nx.DiGraph:
     """The task graph of ``instance``.
 
     Args:
-        actions: the action set (default :func:`~cpsched.model.default_actions`: ``F, B`` or
-            ``F, I, W`` for every (stage, microbatch)); pass a schedule's actions to honour
+        actions: the action set (default: :func:`~cpsched.actions.default_actions`, ``F, B``
+            or ``F, I, W`` for every (stage, microbatch)); pass a schedule's actions to honour
             its fused ``B`` choices.
 
     Returns:
         ``nx.DiGraph`` with node attrs ``duration``, ``device`` and edge attr ``lag`` (ticks);
-        graph attrs ``instance``.
+        graph attrs ``instance``.  Edges are :func:`cpsched.rules.dependencies`, added in
+        action order.
     """
-    acts = list(actions) if actions is not None else default_actions(instance)
-    rule = fused_rule_from(acts)
-    g = nx.DiGraph(instance=instance)
-    for a in acts:
-        g.add_node(a, duration=duration(instance, a), device=instance.device_of(a.stage,
-                                                                                a.microbatch))
-    for a in acts:
-        for pred, lag in dependencies(instance, a, rule):
-            g.add_edge(pred, a, lag=lag)
+    return _graph(instance, actions, "device", instance=instance)
+
+
+def _graph(inst: Instance, actions: Iterable[Action] | None, device_attr: str,
+           **graph_attr: object) -> nx.DiGraph:
+    """The task graph, its device attribute called ``device_attr``."""
+    act = partial(tuple.__new__, Action)  # Action((k, s, i)) without the Python-level __new__
+    if actions is None:  # default_actions(instance), built faster
+        S, m = inst.num_stages, inst.m
+        kinds = (Kind.F, Kind.I, Kind.W) if inst.split_backward else (Kind.F, Kind.B)
+        acts = [act((k, s, i)) for i in range(m) for s in range(S) for k in kinds]
+    else:
+        acts = list(actions)
+    tk = stage_ticks(inst)
+    S, half, split = inst.num_stages, tk.half, inst.split_backward
+    fused = {(a.stage, a.microbatch) for a in acts if a.kind == Kind.B} if split else set()
+    with paused_gc():
+        nodes = [(a, {"duration": tk.duration[a.kind][a.stage],
+                      device_attr: tk.device[a.microbatch >= half][a.stage]}) for a in acts]
+        edges = []
+        for a in acts:
+            k, s, i = a
+            dr = i >= half
+            if k == Kind.F:
+                if s > 0:
+                    edges.append((act((Kind.F, s - 1, i)), a, {"lag": tk.forward_lag[dr][s]}))
+            elif k == Kind.W:
+                edges.append((act((Kind.I, s, i)), a, {"lag": 0}))
+            elif s == S - 1:
+                edges.append((act((Kind.F, s, i)), a, {"lag": 0}))
+            else:
+                nk = Kind.I if split and (s + 1, i) not in fused else Kind.B
+                edges.append((act((nk, s + 1, i)), a, {"lag": tk.backward_lag[dr][s]}))
+        names = {a for a, _ in nodes}
+        if len(names) == len(nodes) and all(u in names for u, _, _ in edges):
+            return digraph_from(nodes, edges, **graph_attr)
+    g = nx.DiGraph(**graph_attr)  # repeated actions or missing predecessors: as networkx
+    g.add_nodes_from(nodes)
+    g.add_edges_from(edges)
     return g
+
+
+def _by_device(g: nx.DiGraph) -> dict[int, list[Action]]:
+    """The nodes of ``g`` per device (in node order)."""
+    out: dict[int, list[Action]] = defaultdict(list)
+    for a, d in g.nodes(data="device"):
+        out[d].append(a)
+    return out
 
 
 @dataclass(frozen=True)
@@ -111,7 +102,7 @@ class LowerBound:
     """A combinatorial lower bound on the makespan (ticks) and where it comes from.
 
     ``value = max(critical_path, max_d device_bound[d])`` with ``device_bound[d] = min head on
-    d + total work on d + min tail on d`` (DESIGN-NOTES 4).  Valid for every schedule that
+    d + total work on d + min tail on d`` (docs/modelling.md §4).  Valid for every schedule that
     does not overlap F&B pairs.
     """
 
@@ -125,11 +116,11 @@ def lower_bound(instance: Instance, g: nx.DiGraph | None = None) -> LowerBound:
     g = build_task_graph(instance) if g is None else g
     head, tail = heads_and_tails(g)
     dur = nx.get_node_attributes(g, "duration")
-    dev = nx.get_node_attributes(g, "device")
     cp = max((head[a] + dur[a] + tail[a] for a in g), default=0)
     per_dev = []
+    by_dev = _by_device(g)
     for d in range(instance.p):
-        nodes = [a for a in g if dev[a] == d]
+        nodes = by_dev.get(d)
         if not nodes:
             per_dev.append(0)
             continue
@@ -185,8 +176,9 @@ def overlap_lower_bound(instance: Instance, g: nx.DiGraph | None = None) -> int:
     dur = nx.get_node_attributes(g, "duration")
     cp = max((head[a] + rel[a] + tail[a] for a in h), default=0)
     best = cp
+    by_dev = _by_device(g)
     for d in range(instance.p):
-        nodes = [a for a in g if g.nodes[a]["device"] == d]
+        nodes = by_dev.get(d)
         if not nodes:
             continue
         fs = sorted((dur[a] for a in nodes if a.kind == Kind.F), reverse=True)
@@ -224,32 +216,21 @@ def memory_scale(instance: Instance) -> int:
     return 10**6
 
 
-def release_actions(instance: Instance, stage: int, microbatch: int
-                    ) -> list[tuple[Action, float]]:
-    """(action whose end releases memory, fraction released) for (stage, microbatch) with the
-    default action set: ``B`` (all), or ``I`` (``released_by_input``) and ``W`` (the rest)."""
-    if not instance.split_backward:
-        return [(Action(Kind.B, stage, microbatch), 1.0)]
-    r = instance.released_by_input
-    return [(Action(Kind.I, stage, microbatch), r), (Action(Kind.W, stage, microbatch), 1.0 - r)]
-
-
 def pipeline_resource_graph(instance: Instance) -> ResourceGraph:
     """The pipeline as a general :class:`~cpsched.core.ResourceGraph` (the pipeline builder).
 
-    One task per default action (ticks) on its device (a resource of capacity 1), the SPEC §1
-    dependencies with their lags, and — with a memory limit — one pool per device (limit
-    scaled by :func:`memory_scale`) with a buffer from the start of ``F(s, i)`` to the end of
-    each release action, holding that part of ``activation[s]`` (rounded up).
+    One task per default action (ticks) on its device (a resource of capacity 1), the
+    docs/spec.md §1 dependencies with their lags, and — with a memory limit — one pool per
+    device (limit scaled by :func:`memory_scale`) with a buffer from the start of ``F(s, i)``
+    to the end of each release action (:func:`cpsched.rules.release_actions`), holding that
+    part of ``activation[s]`` (rounded up).
     """
-    g = build_task_graph(instance)
     rg = ResourceGraph()
     for d in range(instance.p):
         rg.add_resource(d, 1)
-    for a, data in g.nodes(data=True):
-        rg.add_task(a, data["duration"], data["device"])
-    for u, v, data in g.edges(data=True):
-        rg.add_edge(u, v, data["lag"])
+    # the task graph with "resource" for "device": valid by construction, no per-task checks
+    rg.graph = _graph(instance, None, "resource")
+    dev = nx.get_node_attributes(rg.graph, "resource")
     limit = instance.memory_limit
     if limit is None:
         return rg
@@ -260,6 +241,14 @@ def pipeline_resource_graph(instance: Instance) -> ResourceGraph:
         for s in range(instance.num_stages):
             f = Action(Kind.F, s, i)
             for rel, frac in release_actions(instance, s, i):
-                rg.add_buffer(g.nodes[f]["device"], f, rel,
+                rg.add_buffer(dev[f], f, rel,
                               math.ceil(instance.activation[s] * frac * sc - 1e-6))
     return rg
+
+
+__all__ = [
+    "FusedRule", "LowerBound", "build_task_graph", "dependencies", "duration",
+    "fused_rule_from", "heads_and_tails", "lower_bound", "memory_scale", "overlap_duration",
+    "overlap_lower_bound", "overlap_relaxed_durations", "pipeline_resource_graph",
+    "release_actions", "windows",
+]

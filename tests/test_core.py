@@ -95,7 +95,7 @@ def test_pipeline_builder_matches_pipeline_bound() -> None:
     rg = pipeline_resource_graph(inst)
     assert rg.lower_bound() == lower_bound(inst).value == 285
     assert len(rg.buffers) == 4 * 2 * 8
-    # without the pipeline model's FIFO symmetry breaking the proof is slow (DESIGN-NOTES 1):
+    # without the pipeline model's FIFO symmetry breaking the proof is slow (docs/modelling.md §1):
     # check what holds for any run against the known optimum 325
     res = solve_graph(rg, time_limit=3, workers=1)
     assert res.status in ("OPTIMAL", "FEASIBLE")

@@ -1,4 +1,4 @@
-"""Task graph, windows and lower bounds (SPEC §1, §6; DESIGN-NOTES 4)."""
+"""Task graph, windows and lower bounds (docs/spec.md §1, §6; docs/modelling.md §4)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_split_edges_and_fused_choice() -> None:
 
 @pytest.mark.parametrize(("p", "m"), [(2, 1), (4, 8), (8, 3), (3, 5)])
 def test_v1_bound_is_1f1b_makespan(p: int, m: int) -> None:
-    # SPEC §6: (p - 1)(F + B) + m (F + B) for v = 1 without split or latency
+    # docs/spec.md §6: (p - 1)(F + B) + m (F + B) for v = 1 without split or latency
     inst = make(p, 1, m, F=5, B=10)
     assert lower_bound(inst).value == (p - 1 + m) * 15
 

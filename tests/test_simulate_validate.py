@@ -1,4 +1,4 @@
-"""The one simulator and the one validator (SPEC §1, §5)."""
+"""The one simulator and the one validator (docs/spec.md §1, §5)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def one_f_one_b_orders(p: int, m: int) -> list:
 def test_1f1b_times_and_metrics() -> None:
     inst = make(4, 1, 8, F=5, B=10)
     sch = simulate(inst, one_f_one_b_orders(4, 8), method="1f1b")
-    assert sch.makespan == (8 + 4 - 1) * 15          # SPEC §6
+    assert sch.makespan == (8 + 4 - 1) * 15          # docs/spec.md §6
     assert sch.peak_memory == [4, 3, 2, 1]           # p activations on device 0
     assert busy_time(sch) == [120.0] * 4
     assert sch.bubble_fraction == pytest.approx(1 - 4 * 120 / (4 * 165))

@@ -580,7 +580,7 @@ def test_torch_generators_round_trip(tsched, name: str, p: int, m: int, v: int |
 
 def test_torch_1f1b_visualizer_order_is_rejected_with_the_cell(tsched) -> None:
     """PyTorch 2.13's Schedule1F1B._get_pipeline_order numbers the last rank's forwards 1..m
-    (DESIGN-NOTES 10): reading it names the out-of-range cell."""
+    (docs/modelling.md §10): reading it names the out-of-range cell."""
     from torch.distributed.pipelining._schedule_visualizer import get_schedule_ops
 
     ops = get_schedule_ops("1F1B", 2, 4)

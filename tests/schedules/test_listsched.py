@@ -90,7 +90,7 @@ def test_memory_limit_single_rules(tie_break: str, limit: int) -> None:
         assert sched.makespan == res.makespan
 
 
-# the hard instances of DESIGN-NOTES (optimum / lower bound in brackets)
+# the hard instances of docs/modelling.md §20 (optimum / lower bound in brackets)
 HARD = [
     (dict(p=8, m=16, v=2, limit=16), 585),                      # optimum 585 = bound
     (dict(p=8, m=32, F=5, I=5, W=5, limit=8), 515),             # optimum 515
