@@ -252,7 +252,8 @@ _KIND_RANK = {Kind.F: 0, Kind.B: 1, Kind.I: 1, Kind.W: 2}
 
 def _action_sort_key(a: TimedAction) -> tuple:
     # end before kind: a zero-length action at t runs before one that starts at t and lasts
-    return (a.device, a.start, a.end, _KIND_RANK[a.kind], a.stage, a.microbatch)
+    # (indices, not names: this runs once per action of every schedule built)
+    return (a[0], a[4], a[5], _KIND_RANK[a[3]], a[1], a[2])
 
 
 __all__ = [
