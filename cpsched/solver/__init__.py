@@ -7,7 +7,7 @@
   :func:`solve_graph`;
 * :mod:`~cpsched.solver.pipeline_model` — the pipeline model (families + timing composed);
 * :mod:`~cpsched.solver.warm_start`, :mod:`~cpsched.solver.progress`;
-* :mod:`~cpsched.solver.solve` — :func:`solve` and its :class:`Result`.
+* :mod:`~cpsched.solver.facade` — :func:`solve` and its :class:`Result`.
 """
 
 from cpsched.schedules.transforms import (
@@ -16,11 +16,11 @@ from cpsched.schedules.transforms import (
     serialise_overlaps,
     split_fused,
 )
+from cpsched.solver.facade import Result, solve
 from cpsched.solver.graph_model import GraphModel, GraphResult, solve_graph
 from cpsched.solver.overlap import MAX_PAIRS, OverlapTiming, PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.progress import ProgressCallback
-from cpsched.solver.solve import Result, solve
 from cpsched.solver.timing import FixedTiming
 from cpsched.solver.warm_start import best_warm_start
 

@@ -32,11 +32,15 @@ class Progress(cp_model.CpSolverSolutionCallback):
         self.solutions = 0
 
     def on_solution_callback(self) -> None:
-        """A new incumbent (called by CP-SAT)."""
+        """A new incumbent (called by CP-SAT in this process)."""
+        self.solution(self.objective_value, self.best_objective_bound)
+
+    def solution(self, objective: float, bound: float) -> None:
+        """A new incumbent with CP-SAT's bound at that moment (ticks)."""
         self.solutions += 1
-        self.incumbent = int(round(self.objective_value))
+        self.incumbent = int(round(objective))
         if self.trust_bound:
-            self.bound = max(self.bound, int(math.ceil(self.best_objective_bound - 1e-9)))
+            self.bound = max(self.bound, int(math.ceil(bound - 1e-9)))
         self.report()
 
     def on_bound(self, bound: float) -> None:

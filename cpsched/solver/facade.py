@@ -9,7 +9,6 @@ bound cpsched can stand behind (docs/spec.md §5).
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from cpsched.bounds import area_bound, fill_drain_bound
 from cpsched.graph import build_task_graph, lower_bound, overlap_lower_bound
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
+from cpsched.solver import isolated
 from cpsched.solver.overlap import pair_solution
 from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.progress import Progress, ProgressCallback
@@ -77,21 +77,6 @@ class Result:
         return self.warm_start
 
 
-def _solver(time_limit: float | None, workers: int, seed: int,
-            parameters: Mapping[str, Any] | None) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
-    prm.num_workers = max(1, int(workers))
-    prm.random_seed = int(seed)
-    if time_limit is not None:
-        prm.max_time_in_seconds = float(time_limit)
-    for key, value in (parameters or {}).items():
-        if not hasattr(prm, key):
-            raise ValueError(f"CP-SAT parameter {key!r}: unknown (see sat_parameters.proto)")
-        setattr(prm, key, value)
-    return solver
-
-
 def combinatorial_bound(inst: Instance) -> int:
     """The best bound (ticks) proven before any search: with overlapped pairs the relaxed
     bound (docs/modelling.md §4 assumes none); else the plain bound and the memory-aware
@@ -112,14 +97,15 @@ def solve(
     parameters: Mapping[str, Any] | None = None,
     on_progress: ProgressCallback | None = None,
     started: float | None = None,
-    on_solver: Callable[[cp_model.CpSolver], None] | None = None,
+    on_solver: Callable[[Any], None] | None = None,
 ) -> Result:
     """Optimal schedule for ``inst`` with CP-SAT, warm-started from the best known schedule.
 
     Args:
         time_limit: wall-clock seconds for the whole call — known schedules, bounds, model
-            and search — counted from ``started`` (None: no limit).  A watchdog stops CP-SAT
-            at the deadline.  For reproducible results use ``workers=1`` and/or
+            and search — counted from ``started`` (None: no limit).  With a limit the search
+            runs in a child process ended at the deadline (CP-SAT's own limit can overrun).
+            For reproducible results use ``workers=1`` and/or
             ``parameters={"max_deterministic_time": ...}``.
         workers: CP-SAT ``num_workers``.
         seed: CP-SAT ``random_seed``.
@@ -127,8 +113,8 @@ def solve(
             registered schedule, timed).
         parameters: any other ``SatParameters`` field, passed through.
         on_progress: called with (elapsed s, incumbent, bound) on every improvement.
-        on_solver: called with the CP-SAT solver right before the search (the CLI keeps it
-            to call ``stop_search()`` on Ctrl-C).
+        on_solver: called right before the search with an object whose ``stop_search()``
+            ends it, keeping the best schedule so far (the CLI calls it on Ctrl-C).
         started: ``time.perf_counter()`` value the time limit counts from (default: now;
             the CLI passes its own start so the limit bounds the whole command).
 
@@ -146,65 +132,95 @@ def solve(
     if candidates is None:
         from cpsched.schedules import run_all
 
-        # known schedules get at most a third of the budget (the fallback is always there)
+        # expensive searches among the known schedules stop after a third of the budget
         candidates = run_all(inst, None if deadline is None else t0 + float(time_limit) / 3)
     lb = combinatorial_bound(inst)
     warm, hint, horizon, model = _warm_model(inst, candidates, lb)
-    left = None if deadline is None else max(0.0, deadline - time.perf_counter() - _RESERVE)
-    solver = _solver(left, workers, seed, parameters)
-    cb = Progress(inst, t0, on_progress, min(lb, horizon), trust_bound=not model.restricted)
-    solver.best_bound_callback = cb.on_bound
+    params = _parameters(deadline, workers, seed, parameters)
+    # a restricted pair set, or parameters that fix variables, make CP-SAT's bound one of a
+    # smaller model: then only the combinatorial bound is proven
+    trust = not model.restricted and not params.fix_variables_to_their_hinted_value
+    cb = Progress(inst, t0, on_progress, min(lb, horizon), trust_bound=trust)
     cb.report()
-    if on_solver is not None:
-        on_solver(solver)
-    code = _search(solver, model.model, cb, deadline)
-    if code == cp_model.INFEASIBLE:
+    out = _run_search(model.model, params, deadline, cb, on_solver)
+    if out.code == cp_model.INFEASIBLE:
         # the hint is feasible by construction, so this means the model rejected it
         raise RuntimeError("CP-SAT reported INFEASIBLE with a valid hint: model bug")
     schedule, makespan = model.to_schedule(hint, "cpsat"), horizon
-    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        ms = int(round(solver.objective_value))
-        if ms <= makespan:
-            schedule, makespan = model.to_schedule(model.read(solver), "cpsat"), ms
+    if out.solution is not None and out.objective is not None and (
+            round(out.objective) <= makespan):
+        schedule, makespan = model.to_schedule(model.read(out), "cpsat"), round(out.objective)
     bound = lb
-    if not model.restricted and code in (cp_model.OPTIMAL, cp_model.FEASIBLE,
-                                         cp_model.UNKNOWN):
-        # CP-SAT's proven bound; OPTIMAL alone is no proof (gap limits stop early)
-        bound = max(bound, cb.bound, int(math.ceil(solver.best_objective_bound - 1e-9)))
-    message = ""
-    if model.restricted:
-        message = (f"{model.candidate_pairs} candidate F&B pairs: the model keeps pairs of "
-                   f"microbatches at most {model.pair_window} apart, so its optimum is over "
-                   "that restricted set; the bound is the combinatorial one")
+    if trust and out.bound is not None:
+        # CP-SAT's proven bound; its OPTIMAL status alone is no proof (gap limits stop early)
+        bound = max(bound, cb.bound, int(math.ceil(out.bound - 1e-9)))
+    message = _restricted_message(model)
     _certify(schedule, min(bound, makespan), t0, warm, horizon, message)
     return Result(
         schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
-        solver_status=solver.status_name(code), message=message,
-        stats={"conflicts": solver.num_conflicts, "branches": solver.num_branches,
-               "wall_time": solver.wall_time, "solutions": cb.solutions,
-               "combinatorial_bound": inst.from_ticks(lb),
-               "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
-               "restricted": model.restricted},
+        solver_status=out.status_name, message=message,
+        stats=dict(out.stats) | {
+            "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
+            "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
+            "restricted": model.restricted},
     )
 
 
 #: seconds kept back from the time limit for reading the solution and validating it
-_RESERVE = 0.3
+_RESERVE = 0.5
 
 
-def _search(solver: cp_model.CpSolver, model: cp_model.CpModel, cb: Progress,
-            deadline: float | None) -> Any:
-    """``solver.solve`` with a watchdog: CP-SAT's own limit can overrun on large models
-    (presolve and LP phases check it rarely), so a timer stops the search at ``deadline``."""
-    if deadline is None:
-        return solver.solve(model, cb)
-    timer = threading.Timer(max(0.0, deadline - time.perf_counter()), solver.stop_search)
-    timer.daemon = True
-    timer.start()
-    try:
-        return solver.solve(model, cb)
-    finally:
-        timer.cancel()
+def _parameters(deadline: float | None, workers: int, seed: int,
+                parameters: Mapping[str, Any] | None) -> Any:
+    """``SatParameters`` for the search (``max_time_in_seconds`` from the deadline).
+
+    Raises:
+        ValueError: an unknown parameter name.
+    """
+    prm = cp_model.CpSolver().parameters
+    prm.num_workers = max(1, int(workers))
+    prm.random_seed = int(seed)
+    if deadline is not None:
+        prm.max_time_in_seconds = max(0.0, deadline - time.perf_counter() - _RESERVE)
+    for key, value in (parameters or {}).items():
+        if not hasattr(prm, key):
+            raise ValueError(f"CP-SAT parameter {key!r}: unknown (see sat_parameters.proto)")
+        setattr(prm, key, value)
+    return prm
+
+
+def _run_search(model: cp_model.CpModel, params: Any, deadline: float | None,
+                cb: Progress, on_solver: Callable[[Any], None] | None) -> isolated.Outcome:
+    """The search: in this process without a deadline (deterministic runs, tests); with one,
+    in a child process killed at the deadline (:mod:`cpsched.solver.isolated`).  ``on_solver``
+    receives an object whose ``stop_search()`` ends the search (Ctrl-C)."""
+    if deadline is not None:
+        stop = isolated.StopHandle()
+        if on_solver is not None:
+            on_solver(stop)
+        return isolated.search(model, params, deadline - _RESERVE, on_solution=cb.solution,
+                               on_bound=cb.on_bound, stop=stop)
+    solver = cp_model.CpSolver()
+    solver.parameters.copy_from(params)
+    solver.best_bound_callback = cb.on_bound
+    if on_solver is not None:
+        on_solver(solver)
+    code = solver.solve(model, cb)
+    resp = solver.response_proto
+    found = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return isolated.Outcome(
+        code, solver.status_name(code), list(resp.solution) if found else None,
+        resp.objective_value if found else None, resp.best_objective_bound,
+        {"conflicts": resp.num_conflicts, "branches": resp.num_branches,
+         "wall_time": resp.wall_time})
+
+
+def _restricted_message(model: PipelineModel) -> str:
+    if not model.restricted:
+        return ""
+    return (f"{model.candidate_pairs} candidate F&B pairs: the model keeps pairs of "
+            f"microbatches at most {model.pair_window} apart, so its optimum is over that "
+            "restricted set; the bound is the combinatorial one")
 
 
 def _warm_model(inst: Instance, candidates: Mapping[str, Schedule], lb: int
