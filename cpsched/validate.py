@@ -1,21 +1,62 @@
-"""The one validator: checks every constraint of SPEC §1 on any timed schedule.
+"""The one validator: checks every constraint of docs/spec.md §1 on any timed schedule.
 
-Independent of the task graph, the simulator and the CP-SAT model: it re-derives the action
-set, placement, durations, dependencies (with p2p lag), one-action-at-a-time per device (with
-overlapped F&B pairs), and the memory limit directly from the instance, so heuristic output,
-solver output and files from elsewhere are held to the same rules.
+Independent **on purpose**.  Everything else that needs the pipeline's rules asks
+:mod:`cpsched.rules` (the simulator, the list scheduler, the PyTorch import, the task graph,
+the solver, the metrics); this module does not.  It re-derives the action set, placement,
+durations, dependencies (with p2p lag), one-action-at-a-time per device (with overlapped F&B
+pairs) and the memory limit directly from the instance, so that a mistake in the shared rules
+cannot hide behind a check that shares it: heuristic output, solver output and files from
+elsewhere are held to the rules as written in docs/spec.md, not as coded once.  Do not make it
+import :mod:`cpsched.rules`, :mod:`cpsched.graph`, :mod:`cpsched.engine` or the simulator.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
 
 from cpsched.instance import Instance
 from cpsched.metrics import memory_events, step_rows
-from cpsched.model import Kind, Schedule, TimedAction
+from cpsched.model import Kind, Schedule, Status, TimedAction, gap
 
 #: Absolute tolerance on times and memory, in the instance's units.
 TOLERANCE = 1e-6
+
+#: Tolerance on claimed fractions (bubble fraction, gap; files write them with 6 decimals).
+FRACTION_TOLERANCE = 1e-5
+
+
+_PLAIN = (int, float)
+
+
+def _is_number(x: Any) -> bool:
+    """A finite int or float (booleans and NaN/infinity are not times)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _is_index(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _malformed(schedule: Schedule) -> list[str]:
+    """Actions whose indices are not integers or whose times are not finite numbers: every
+    other rule compares numbers, so these make the rest of the check meaningless."""
+    out = []
+    for a in schedule.actions:
+        st, en = a.start, a.end  # fast path first: plain ints and finite floats
+        if (type(a.device) is int and type(a.stage) is int and type(a.microbatch) is int
+                and type(st) in _PLAIN and type(en) in _PLAIN and st - st == 0
+                and en - en == 0):
+            continue
+        if not all(_is_index(x) for x in (a.device, a.stage, a.microbatch)):
+            out.append(f"action {a.stage!r}{a.kind}{a.microbatch!r} on device {a.device!r}: "
+                       "device, stage and microbatch must be integers")
+        elif not (_is_number(a.start) and _is_number(a.end)):
+            out.append(f"{a.stage}{a.kind}{a.microbatch}: start {a.start!r} and end {a.end!r} "
+                       "must be finite numbers")
+    return out
 
 
 def _expected_duration(inst: Instance, a: TimedAction) -> float:
@@ -26,7 +67,7 @@ def _expected_duration(inst: Instance, a: TimedAction) -> float:
 
 def validate(schedule: Schedule, instance: Instance | None = None,
              max_violations: int = 50) -> list[str]:
-    """All violations of SPEC §1 in ``schedule`` (empty list = valid).
+    """All violations of docs/spec.md §1 in ``schedule`` (empty list = valid).
 
     Args:
         instance: check against this instance instead of the schedule's own.
@@ -43,6 +84,10 @@ def validate(schedule: Schedule, instance: Instance | None = None,
     def bad(msg: str) -> bool:
         out.append(msg)
         return len(out) >= max_violations
+
+    malformed = _malformed(schedule)
+    if malformed:
+        return malformed[:max_violations]
 
     by_key: dict[tuple[Kind, int, int], TimedAction] = {}
     for a in schedule.actions:
@@ -162,4 +207,72 @@ def validate(schedule: Schedule, instance: Instance | None = None,
                     if bad(f"device {d} holds {held:g} > memory limit {limit:g} at time {t:g}"):
                         return out
                     break
+    return out
+
+
+def _close(x: float, y: float, tol: float = TOLERANCE) -> bool:
+    return abs(x - y) <= tol + 1e-9 * max(abs(x), abs(y))
+
+
+def validate_claims(schedule: Schedule, claims: Mapping[str, Any] | None = None) -> list[str]:
+    """Where what a schedule (file) says about itself disagrees with what its actions give.
+
+    Checks ``schedule.status`` and ``schedule.lower_bound`` (a bound can never exceed the
+    makespan of a schedule it bounds; ``OPTIMAL`` needs a bound equal to the makespan;
+    ``INFEASIBLE`` cannot come with actions) and, when present in ``claims`` (a schedule
+    file's fields, docs/spec.md §3.1), ``makespan``, ``gap`` and ``peak_memory`` (tolerance
+    :data:`TOLERANCE`, plus 1e-9 relative) and ``bubble_fraction`` (tolerance
+    :data:`FRACTION_TOLERANCE`, as ``gap``).  Meant for a schedule :func:`validate` found
+    valid; one with non-finite times or actions outside the instance gives no message here.
+
+    Returns:
+        One message per false claim (empty: every claim holds).
+    """
+    claims = claims or {}
+    out: list[str] = []
+    inst = schedule.instance
+    if _malformed(schedule) or not all(
+            0 <= a.device < inst.p and 0 <= a.stage < inst.num_stages
+            and 0 <= a.microbatch < inst.m for a in schedule.actions):
+        return out  # no metrics of actions outside the instance: validate() reports them
+    ms, lb, status = schedule.makespan, schedule.lower_bound, schedule.status
+    if lb is not None and not _is_number(lb):
+        return [f"lower_bound = {lb!r}: must be a finite number or null"]
+    if lb is not None and lb > ms + TOLERANCE + 1e-9 * abs(ms):
+        out.append(f"lower_bound {lb:g} is above the makespan {ms:g} of the schedule it "
+                   "bounds: it is not a lower bound")
+    if status == Status.OPTIMAL and (lb is None or not _close(lb, ms)):
+        out.append(f"status OPTIMAL needs lower_bound == makespan ({ms:g}); the file's "
+                   f"lower_bound is {'null' if lb is None else f'{lb:g}'}")
+    if status == Status.INFEASIBLE and schedule.actions:
+        out.append("status INFEASIBLE, yet the file holds a schedule")
+    out += _metric_claims(schedule, claims)
+    return out
+
+
+def _metric_claims(schedule: Schedule, claims: Mapping[str, Any]) -> list[str]:
+    """The claimed makespan, gap, bubble fraction and peak memory against the actions."""
+    out: list[str] = []
+    ms = schedule.makespan
+    derived: dict[str, Any] = {"makespan": ms, "bubble_fraction": schedule.bubble_fraction,
+                               "gap": gap(ms, schedule.lower_bound)}
+    for key, tol in (("makespan", TOLERANCE), ("gap", FRACTION_TOLERANCE),
+                     ("bubble_fraction", FRACTION_TOLERANCE)):
+        if key not in claims:
+            continue
+        said, actual = claims[key], derived[key]
+        if said is None and actual is None:
+            continue
+        if said is None or actual is None or not _is_number(said) or not _close(said, actual,
+                                                                                 tol):
+            out.append(f"{key} in the file is {said!r}; the actions give "
+                       f"{'null' if actual is None else f'{actual:.6g}'}")
+    said = claims.get("peak_memory")
+    if said is not None:
+        peaks = schedule.peak_memory
+        if (not isinstance(said, list | tuple) or len(said) != len(peaks)
+                or not all(_is_number(x) and _close(x, y) for x, y in zip(said, peaks,
+                                                                           strict=False))):
+            out.append(f"peak_memory in the file is {said!r}; the actions give "
+                       f"{[round(x, 6) for x in peaks]}")
     return out

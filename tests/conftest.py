@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import reject
 
-from cpsched.instance import Instance
+from cpsched.instance import Instance, InstanceError
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = ROOT / "instances"
@@ -36,6 +38,18 @@ def make(p: int = 4, v: int = 1, m: int = 8, *, F: float = 5, B: float | None = 
                      "placement": placement, "split_backward": split},
         "costs": costs, "memory": memory,
     })
+
+
+def overlap_in_range(build: Callable[[], Instance]) -> Instance:
+    """``build()``, or reject the hypothesis example when its overlap cost is outside the
+    physical range ``max(F, B) <= overlap <= F + B`` (docs/spec.md §2.2); any other error
+    propagates."""
+    try:
+        return build()
+    except InstanceError as exc:
+        if exc.field != "costs.overlap_forward_backward":
+            raise
+        reject()
 
 
 @pytest.fixture

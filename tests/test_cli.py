@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -165,3 +169,304 @@ def test_param_needs_name_equals_value() -> None:
     for bad in ("no_equals", "max_deterministic_time="):
         r = run("solve", ARTICLE, "--param", bad)
         assert r.exit_code == 2 and "--param" in r.output
+
+
+# ============================================================ issue 12: nothing false, nothing lost
+MEMORY6 = str(INSTANCES / "article-memory6.toml")
+DUALPIPE = str(INSTANCES / "dualpipe.toml")
+FAST = ["-w", "1", "--param", "max_deterministic_time=0.5", "--no-plot", "-q"]
+
+
+@pytest.mark.parametrize("param", ["relative_gap_limit=0.5", "absolute_gap_limit=100"])
+def test_early_stop_parameters_never_claim_optimal(tmp_path: Path, param: str) -> None:
+    """The issue: --param relative_gap_limit=0.5 wrote OPTIMAL 340 with bound 340 (the
+    optimum is 325)."""
+    r = run("solve", MEMORY6, "--param", param, "-o", str(tmp_path), "-w", "1", "--no-plot",
+            "-q")
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "article-memory6.json").read_text())
+    assert data["lower_bound"] <= 325 <= data["makespan"]
+    if data["status"] == "OPTIMAL":
+        assert data["makespan"] == data["lower_bound"] == 325
+    else:
+        assert data["status"] == "FEASIBLE" and data["gap"] > 0
+    assert run("validate", MEMORY6, str(tmp_path / "article-memory6.json")).exit_code == 0
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--seed", "99999999999999"], "--seed"),
+    (["--seed", "-2147483649"], "--seed"),
+    (["-t", "nan"], "--time-limit"),
+    (["-t", "inf"], "--time-limit"),
+    (["-t", "0"], "--time-limit"),
+    (["-t", "-3"], "--time-limit"),
+    (["-w", "5000"], "--workers"),
+    (["-w", "0"], "--workers"),
+    (["--param", "relative_gap_limit=abc"], "must be a number"),
+    (["--param", "max_number_of_conflicts=1.5"], "must be an integer"),
+    (["--param", "max_number_of_conflicts=99999999999999999999"], "must be an integer"),
+    (["--param", "stop_after_first_solution=1"], "true or false"),
+    (["--param", "search_branching=NOPE"], "FIXED_SEARCH"),
+    (["--param", "restart_algorithms=1"], "list parameter"),
+    (["--param", "subsolvers=x"], "list parameter"),
+    (["--param", "num_workers=2"], "--workers"),
+    (["--param", "random_seed=2"], "--seed"),
+    (["--param", "max_time_in_seconds=2"], "--time-limit"),
+    (["--param", "max_deterministic_time=-1"], "CP-SAT rejects"),
+    (["--param", "fix_variables_to_their_hinted_value=true"], "not a bound on the optimum"),
+    (["--set", "name=\"a\\u0000b\""], "name"),
+    (["--set", "name=\"a\\u001bb\""], "name"),
+    (["--set", "name=\"a\\nb\""], "name"),
+    (["--set", "name=\"..\""], "name"),
+    (["--set", "name=\".\""], "name"),
+    (["--set", "name=\"" + "x" * 300 + "\""], "at most 100"),
+    (["--set", "costs.forward=1e300"], "64-bit"),
+    (["--set", "memory.activation=1e300", "--set", "memory.limit=1e301"], "64-bit"),
+])
+def test_solve_bad_input_one_message_exit_2(tmp_path: Path, args: list[str],
+                                            needle: str) -> None:
+    r = run("solve", ARTICLE, *args, "-o", str(tmp_path))
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and r.output.count("error:") == 1
+    assert "Traceback" not in r.output and list(tmp_path.iterdir()) == []
+
+
+def test_param_values_typed_by_the_field(tmp_path: Path) -> None:
+    r = run("solve", ARTICLE, "--param", "search_branching=fixed_search", "--param",
+            "max_number_of_conflicts=100000", "--param", "log_prefix=\"x\"", *FAST,
+            "-o", str(tmp_path))
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("overlap", ["0", "1.5", "4.5", "[0, 3, 3, 3]"])
+def test_overlap_cost_outside_physical_range_exit_2(tmp_path: Path, overlap: str) -> None:
+    """The issue: overlap_forward_backward = 0 solved to OPTIMAL makespan 0 (here F = 2 and
+    the fused backward I + W = 2: a pair lasts 2 to 4)."""
+    r = run("solve", DUALPIPE, "--set", f"costs.overlap_forward_backward={overlap}", "-o",
+            str(tmp_path))
+    assert r.exit_code == 2 and "longer half" in r.output
+    assert run("validate", DUALPIPE, str(tmp_path / "x.json"), "--set",
+               f"costs.overlap_forward_backward={overlap}").exit_code == 2
+
+
+def test_more_decimals_solve_simulate_import_compare(tmp_path: Path) -> None:
+    """The issue: forward = 1.2345 crashed solve (AssertionError), marked every simulated and
+    imported action invalid, and made compare exit 0 with every row ERROR."""
+    sets = ["--set", "costs.forward=1.2345", "--set", "costs.p2p_latency=0.0001",
+            "--set", "pipeline.microbatches=4", "--set", "name=\"dec\""]
+    r = run("solve", ARTICLE, *sets, *FAST, "-o", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert run("validate", ARTICLE, str(tmp_path / "dec.json"), *sets[:-2]).exit_code == 0
+    r = run("simulate", ARTICLE, *sets, "-s", "interleaved-1f1b", "-o", str(tmp_path), "-q",
+            "--no-plot")
+    assert r.exit_code == 0, r.output
+    csv = tmp_path / "dec.csv"
+    assert run("export", str(tmp_path / "dec.json"), "--output", str(csv)).exit_code == 0
+    inst = tmp_path / "dec.toml"
+    inst.write_text((INSTANCES / "article-interleaved.toml").read_text().replace(
+        "forward = 5", "forward = 1.2345\np2p_latency = 0.0001").replace(
+        "microbatches = 8", "microbatches = 4").replace('"article-interleaved"', '"dec"'))
+    r = run("import-torch", str(csv), "-i", str(inst), "-o", str(tmp_path), "-q", "--no-plot")
+    assert r.exit_code == 0, r.output
+    r = run("compare", str(inst), "-t", "5", "-j", "1", "-o", str(tmp_path), "-q")
+    assert r.exit_code == 0, r.output
+    table = (tmp_path / "compare.csv").read_text()
+    assert "ERROR" not in table and "cpsat" in table
+
+
+def test_more_than_six_decimals_warns_how_much(tmp_path: Path) -> None:
+    r = run("solve", ARTICLE, "--set", "costs.forward=1.23456789", *FAST, "-o", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "warning: instance" in r.output and "may differ by at most" in r.output
+
+
+# -------------------------------------------------------------------------- outputs
+def test_flags_only_and_set_runs_never_overwrite(tmp_path: Path) -> None:
+    """The issue: every flags-only run wrote out/instance.json over the previous one."""
+    flags = ["--devices", "2", "--microbatches", "3", "--forward", "1", "--backward", "2"]
+    for m in ("3", "4"):
+        r = run("solve", *flags[:2], "--microbatches", m, *flags[4:], *FAST, "-o",
+                str(tmp_path))
+        assert r.exit_code == 0, r.output
+    first = json.loads((tmp_path / "instance.json").read_text())
+    second = json.loads((tmp_path / "instance-2.json").read_text())
+    assert first["instance"]["pipeline"]["microbatches"] == 3
+    assert second["instance"]["pipeline"]["microbatches"] == 4
+
+
+def test_existing_symlink_is_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "article-interleaved.json").symlink_to(target)
+    (out / "article-interleaved-2.png").mkdir()  # a directory where a file would go
+    r = run("solve", ARTICLE, "-w", "1", "-o", str(out), "-q")
+    assert r.exit_code == 0, r.output
+    assert target.read_text() == "precious"
+    assert (out / "article-interleaved-3.json").is_file()
+    assert (out / "article-interleaved-3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("make_out", ["file", "file/sub"])
+def test_unusable_out_rejected_before_solving(tmp_path: Path, make_out: str) -> None:
+    (tmp_path / "file").write_text("x")
+    r = run("solve", ARTICLE, "-o", str(tmp_path / make_out))
+    assert r.exit_code == 2 and "--out" in r.output and "solving" not in r.output
+
+
+@pytest.mark.parametrize("stem", ["../../x", "/tmp/cpsched-abs-stem", "a/b", ".."])
+def test_compare_stem_stays_under_out(tmp_path: Path, stem: str) -> None:
+    out = tmp_path / "a" / "b"
+    r = run("compare", ARTICLE, "--stem", stem, "-o", str(out))
+    assert r.exit_code == 2 and "--stem" in r.output
+    assert not out.exists() and not Path("/tmp/cpsched-abs-stem.csv").exists()
+
+
+@pytest.mark.parametrize("args", [["-w", "0"], ["-j", "0"], ["-j", "-2"], ["-w", "65"],
+                                  ["-j", "100"], ["-t", "nan"]])
+def test_compare_counts_checked(tmp_path: Path, args: list[str]) -> None:
+    r = run("compare", ARTICLE, *args, "-o", str(tmp_path))
+    assert r.exit_code == 2 and "must be" in r.output
+
+
+def test_compare_duplicate_names_rejected_before_solving(tmp_path: Path) -> None:
+    r = run("compare", ARTICLE, ARTICLE, "-o", str(tmp_path))
+    assert r.exit_code == 2 and "appears twice" in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_large_grid_is_announced(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    import cpsched.study
+
+    def interrupted(*args: object, **kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpsched.study, "compare", interrupted)
+    grid = tmp_path / "g.toml"
+    grid.write_text('base = "' + str(INSTANCES / "article-interleaved.toml") + '"\n[grid]\n'
+                    '"pipeline.microbatches" = ' + str(list(range(1, 202))) + "\n")
+    r = run("compare", "--grid", str(grid), "-o", str(tmp_path / "o"), "-t", "10")
+    assert r.exit_code == 130
+    assert "warning: 201 instances" in r.output and "interrupted" in r.output
+
+
+def test_export_output_checked(tmp_path: Path) -> None:
+    run("simulate", ARTICLE, "-s", "1f1b", "--set", "pipeline.stages_per_device=1", "-o",
+        str(tmp_path), "-q", "--no-plot")
+    sch = str(tmp_path / "article-interleaved-1f1b.json")
+    r = run("export", sch, "--output", str(tmp_path / "missing" / "x.csv"))
+    assert r.exit_code == 2 and "does not exist" in r.output
+    csv = tmp_path / "x.csv"
+    assert run("export", sch, "--output", str(csv)).exit_code == 0
+    r = run("export", sch, "--output", str(csv))
+    assert r.exit_code == 2 and "--force" in r.output
+    assert run("export", sch, "--output", str(csv), "--force").exit_code == 0
+    r = run("export", sch, "--output", str(tmp_path))
+    assert r.exit_code == 2 and "directory" in r.output
+
+
+@pytest.mark.parametrize("content", [bytes(range(256)) * 4, b"0F0,1F0\xe9\n"])
+def test_import_torch_binary_or_latin1_exit_2(tmp_path: Path, content: bytes) -> None:
+    csv = tmp_path / "x.csv"
+    csv.write_bytes(content)
+    r = run("import-torch", str(csv), "-i", ARTICLE, "-o", str(tmp_path / "o"))
+    assert r.exit_code == 2 and "CSV file" in r.output and "Traceback" not in r.output
+
+
+def test_huge_schedule_plot_skipped_with_a_note(tmp_path: Path) -> None:
+    """The issue: 200k actions drew a 63,587-pixel-tall PNG."""
+    r = run("simulate", "-p", "101", "-m", "100", "--forward", "1", "--backward", "2",
+            "-s", "gpipe", "-o", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "plot skipped: 20200 actions" in r.output
+    assert [p.name for p in tmp_path.iterdir()] == ["instance-gpipe.json"]
+
+
+def test_fractional_peak_memory_round_trips(tmp_path: Path) -> None:
+    """A file cpsched writes passes cpsched validate, fractional peak memory included."""
+    r = run("simulate", ARTICLE, "--set", "memory.activation=0.5", "-s", "interleaved-1f1b",
+            "-o", str(tmp_path), "-q", "--no-plot")
+    assert r.exit_code == 0, r.output
+    path = tmp_path / "article-interleaved-interleaved-1f1b.json"
+    assert json.loads(path.read_text())["peak_memory"] == [5.5, 4.5, 3.5, 2.5]
+    r = run("validate", ARTICLE, str(path), "--set", "memory.activation=0.5")
+    assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------------ processes: Ctrl-C and concurrent runs
+SCALE = INSTANCES / "scale" / "p16-loop-v2-m64-lim24.toml"  # no proof within a minute
+
+
+def _cpsched(*args: str) -> subprocess.Popen:
+    """``cpsched ARGS`` as its own process, with Ctrl-C delivered as in a terminal."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cpsched.cli", *args], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _wait_for(proc: subprocess.Popen, needle: str, timeout: float = 120) -> str:
+    """stderr read line by line until a line holds ``needle``."""
+    assert proc.stderr is not None
+    seen, end = "", time.monotonic() + timeout
+    while time.monotonic() < end:
+        line = proc.stderr.readline()
+        seen += line
+        if needle in line or (not line and proc.poll() is not None):
+            return seen
+    return seen
+
+
+def test_ctrl_c_during_solve_keeps_the_best_schedule(tmp_path: Path) -> None:
+    """The issue: Ctrl-C during the search said "time limit reached", exited 0, took ~10 s."""
+    proc = _cpsched("solve", str(SCALE), "-t", "120", "-w", "2", "-o", str(tmp_path))
+    seen = _wait_for(proc, "solving:")
+    assert "solving:" in seen, seen
+    time.sleep(1.5)  # the search is under way
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 130, out + err
+    assert elapsed < 1.5, elapsed
+    assert "interrupted: kept the best schedule" in out and "Traceback" not in err
+    path = tmp_path / "p16-loop-v2-m64-lim24.json"
+    data = json.loads(path.read_text())
+    assert data["status"] in ("FEASIBLE", "HEURISTIC") and data["makespan"] > 0
+    assert run("validate", str(SCALE), str(path)).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no PNG, no temp file
+
+
+def test_ctrl_c_during_compare_keeps_finished_instances(tmp_path: Path) -> None:
+    """The issue: Ctrl-C at 21 of 22 instances wrote nothing."""
+    proc = _cpsched("compare", ARTICLE, str(INSTANCES / "zb-split.toml"), str(SCALE),
+                    "-t", "120", "-j", "2", "-o", str(tmp_path))
+    time.sleep(20)  # the two small instances finish; the large one does not
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out + err
+    assert "interrupted: 2 of 3 instances finished" in out, out + err
+    assert "Traceback" not in out + err
+    table = (tmp_path / "compare.csv").read_text()
+    assert "article-interleaved" in table and "zb-split" in table
+    assert "p16-loop" not in table and (tmp_path / "compare-bubble.png").is_file()
+
+
+def test_two_concurrent_solves_write_two_complete_sets(tmp_path: Path) -> None:
+    """The issue: two runs with one name left a JSON from one beside a PNG from the other."""
+    procs = {tag: _cpsched("solve", ARTICLE, "-w", "1", "-o", str(tmp_path), "--set",
+                           f'description="{tag}"') for tag in ("A", "B")}
+    outputs = {tag: p.communicate(timeout=300) for tag, p in procs.items()}
+    assert all(p.returncode == 0 for p in procs.values()), outputs
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["article-interleaved-2.json", "article-interleaved-2.png",
+                     "article-interleaved.json", "article-interleaved.png"]
+    for tag, (out, _) in outputs.items():
+        wrote = out.strip().splitlines()[-1].removeprefix("wrote ").split(", ")
+        json_path, png_path = (Path(w) for w in wrote)
+        assert json_path.with_suffix(".png") == png_path  # one run's pair
+        assert json.loads(json_path.read_text())["instance"]["description"] == tag
+        png = png_path.read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[-8:-4] == b"IEND"
+        assert run("validate", ARTICLE, str(json_path)).exit_code == 0

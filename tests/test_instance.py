@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
 from conftest import INSTANCES, make
 
-from cpsched.instance import Instance, InstanceError, load_instance, parse_override
+from cpsched.instance import (
+    Instance,
+    InstanceError,
+    TickRoundingWarning,
+    load_instance,
+    parse_override,
+)
 
 
 def base() -> dict:
@@ -241,3 +248,105 @@ def test_to_toml_quotes_strings(tmp_path: Path) -> None:
     p.write_text(inst.to_toml())
     assert load_instance(p).description == 'say "hi" \\ back'
     assert "description" not in make(2, 1, 2).to_toml()
+
+
+# ------------------------------------------------- issue 12: loopholes in instance validation
+@pytest.mark.parametrize(("overlap", "needle"), [
+    (0, "between 10 and 15"),          # shorter than its longer half (B = 10)
+    (9.5, "between 10 and 15"),
+    (15.5, "between 10 and 15"),       # longer than F + B back to back
+])
+def test_overlap_cost_outside_its_physical_range(overlap: float, needle: str) -> None:
+    d = _with("costs", overlap_forward_backward=overlap)
+    with pytest.raises(InstanceError) as ei:
+        Instance.from_dict(d)
+    assert ei.value.field == "costs.overlap_forward_backward" and needle in str(ei.value)
+    assert "longer half" in ei.value.allowed and "back to back" in ei.value.allowed
+
+
+def test_overlap_range_uses_fused_backward_and_same_device_stages() -> None:
+    assert make(2, 1, 4, F=2, I=2, W=1, overlap=3).overlap_forward_backward == (3.0, 3.0)
+    with pytest.raises(InstanceError, match="between 3 and 5"):
+        make(2, 1, 4, F=2, I=2, W=1, overlap=2.5)  # a pair runs I and W fused: B = 3
+    # stage 0 and 2 share device 0: B of stage 2 (8) is the longer partner
+    costs = {"forward": [1, 1, 1, 1], "backward": [2, 2, 8, 2],
+             "overlap_forward_backward": [8, 3, 8, 3]}
+    d = {"name": "x", "pipeline": {"devices": 2, "stages_per_device": 2, "microbatches": 4},
+         "costs": costs}
+    assert Instance.from_dict(d).overlap_forward_backward == (8.0, 3.0, 8.0, 3.0)
+    costs["overlap_forward_backward"] = [7, 3, 8, 3]
+    with pytest.raises(InstanceError, match="7 at stage 0 must be between 8 and 9"):
+        Instance.from_dict(d)
+
+
+@pytest.mark.parametrize(("section", "key", "value", "field"), [
+    ("costs", "forward", 1e300, "costs"),
+    ("costs", "p2p_latency", 1e18, "costs"),
+    ("costs", "forward", 1e15, "costs"),
+])
+def test_magnitudes_beyond_cp_sat_integers(section: str, key: str, value: float,
+                                           field: str) -> None:
+    with pytest.raises(InstanceError) as ei:
+        Instance.from_dict(_with(section, **{key: value}))
+    assert ei.value.field == field and "64-bit integers" in ei.value.allowed
+
+
+def test_memory_magnitudes_beyond_cp_sat_integers() -> None:
+    d = _with("memory", activation=1e300, limit=1e301)
+    with pytest.raises(InstanceError, match="64-bit integers"):
+        Instance.from_dict(d)
+    assert Instance.from_dict(_with("memory", activation=1e300)).activation[0] == 1e300
+    big = Instance.from_dict(_with("memory", activation=2.5e9, limit=8e10))  # bytes: fine
+    assert big.memory_limit == 8e10
+
+
+def test_large_but_representable_times_keep_scale_one() -> None:
+    inst = Instance.from_dict(_with("costs", forward=10**9, backward=2 * 10**9))
+    assert inst.time_scale == 1 and inst.tick_grid.exact
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "a\x1bb", "a\nb", "a\rb", "a/b", ".", "..",
+                                  "x" * 101, "é" * 101, "a\u2028b", "a\ud800b"])
+def test_unsafe_names_rejected(name: str) -> None:
+    with pytest.raises(InstanceError) as ei:
+        Instance.from_dict(_with(None, name=name))
+    assert ei.value.field == "name"
+
+
+@pytest.mark.parametrize("name", ["article-1", "x" * 100, "é" * 100, "run 3 (v2)", ".hidden"])
+def test_safe_names_accepted(name: str) -> None:
+    assert Instance.from_dict(_with(None, name=name)).name == name
+
+
+def test_more_than_three_decimals_are_exact_up_to_six() -> None:
+    inst = Instance.from_dict(_with("costs", forward=1.2345, p2p_latency=0.0001))
+    assert inst.time_scale == 10**4 and inst.tick_grid.exact
+    assert inst.forward[0] == 1.2345 and inst.ticks(inst.p2p_latency) == 1
+    six = Instance.from_dict(_with("costs", forward=0.123456))
+    assert six.time_scale == 10**6 and six.forward[0] == 0.123456
+
+
+def test_more_than_six_decimals_rounded_with_a_warning() -> None:
+    with pytest.warns(TickRoundingWarning) as rec:
+        inst = Instance.from_dict(_with("costs", forward=1.23456789, backward=2))
+    assert inst.time_scale == 10**6 and not inst.tick_grid.exact
+    assert inst.forward[0] == pytest.approx(1.234568, abs=1e-12)
+    msg = str(rec[0].message)
+    n = inst.n_actions
+    assert "may differ by at most" in msg and f"N = {n} actions" in msg
+    err = abs(1.234568 - 1.23456789)
+    assert inst.tick_grid.max_error == pytest.approx(err, rel=1e-6)
+    assert inst.tick_grid.makespan_error == pytest.approx((2 * n - 1) * err, rel=1e-6)
+
+
+def test_rounded_and_fine_instances_simulate_validly() -> None:
+    from cpsched.schedules import run_all
+    from cpsched.validate import validate
+
+    for costs in ({"forward": 1.2345, "backward": 2, "p2p_latency": 0.0001},
+                  {"forward": 1.23456789, "backward": 2.1, "p2p_latency": 0.000123456}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TickRoundingWarning)
+            inst = Instance.from_dict({**base(), "costs": costs})
+        for name, sch in run_all(inst).items():
+            assert validate(sch) == [], name

@@ -209,14 +209,22 @@ def overlap_instances(draw) -> Instance:
         costs["backward_weight"] = draw(st.lists(st.integers(0, 3), min_size=S, max_size=S))
     else:
         costs["backward"] = draw(st.lists(cost, min_size=S, max_size=S))
-    costs["overlap_forward_backward"] = draw(st.lists(st.integers(1, 6), min_size=S,
-                                                      max_size=S))
     memory: dict = {"activation": draw(st.lists(st.sampled_from([1, 2]), min_size=S,
                                                 max_size=S)),
                     "released_by_input": draw(st.sampled_from([0.0, 0.5]))}
-    inst = Instance.from_dict({"name": "h", "pipeline": {
+    data = {"name": "h", "pipeline": {
         "devices": p, "stages_per_device": v, "microbatches": m, "placement": placement,
-        "split_backward": split}, "costs": costs, "memory": memory})
+        "split_backward": split}, "costs": costs, "memory": memory}
+    # an overlap cost in its physical range max(F, B) <= ov <= F + B (docs/spec.md §2.2),
+    # B the longest backward on the F's device, anywhere in that range
+    plain = Instance.from_dict(data)
+    ov = []
+    for s in range(S):
+        b = max(plain.backward[t] for t in plain.stages_of(plain.device_of(s)))
+        f = plain.forward[s]
+        ov.append(max(f, b) + draw(st.sampled_from([0, 0.5, 1])) * (f + b - max(f, b)))
+    costs["overlap_forward_backward"] = ov
+    inst = Instance.from_dict(data)
     if draw(st.booleans()):
         need = inst.min_memory_limit()
         inst = inst.replace(**{"memory.limit": need + draw(st.sampled_from([0, 1, 2]))})

@@ -10,7 +10,6 @@ generators' orders back, and runs ``examples/run_torch.py`` for real on small in
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import re
 import subprocess
@@ -412,7 +411,7 @@ def test_export_rejects_bidirectional_and_broken_orders() -> None:
     good = run_schedule("1f1b", INSTANCES["loop-p2-v1"])
     acts = list(good.actions)
     first = next(k for k, a in enumerate(acts) if a.device == 0)
-    acts[first] = dataclasses.replace(acts[first], start=1000, end=1002)
+    acts[first] = acts[first]._replace(start=1000, end=1002)
     broken = Schedule(good.instance, acts, method="x")
     with pytest.raises(TorchCsvError, match="deadlock"):
         to_torch_csv(broken)

@@ -1,7 +1,7 @@
 """The ``cpsched`` command line (docs/spec.md §4): the typer app, its commands, ``main``.
 
-Exit codes: 0 success; 1 invalid schedule / infeasible instance; 2 bad input (one message
-naming the field, the value and what is allowed; never a traceback).
+Exit codes: 0 success; 1 invalid schedule; 2 bad input (one message naming the field, the
+value and what is allowed; never a traceback); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import sys
 import typer
 
 from cpsched.cli import inspect, solve, study, torch
+from cpsched.cli.inputs import begin_command, set_process_start
 from cpsched.cli.output import err_console
 from cpsched.instance import InstanceError
 from cpsched.model import ScheduleFileError
+from cpsched.outputs import OutputError
 
 app = typer.Typer(
     name="cpsched",
@@ -25,6 +27,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+@app.callback()
+def _begin() -> None:
+    """Provably optimal pipeline-parallel training schedules."""
+    begin_command()
+
+
 app.command("solve")(solve.solve)
 app.command("simulate")(inspect.simulate)
 app.command("schedules")(inspect.schedules)
@@ -35,12 +45,19 @@ app.command("import-torch")(torch.import_torch)
 
 
 def main() -> None:
-    """Entry point (``cpsched``): run the app; bad input exits 2 with one message, never a
-    traceback."""
+    """Entry point (``cpsched``): run the app; bad input (an instance, a schedule file, an
+    output path, an unreadable file) exits 2 with one message, never a traceback; Ctrl-C
+    exits 130."""
+    from cpsched.cli import STARTED
+
+    set_process_start(STARTED)
     try:
         app()
-    except (InstanceError, ScheduleFileError) as exc:
+    except (InstanceError, ScheduleFileError, OutputError) as exc:
         err_console.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    except OSError as exc:
+        err_console.print(f"error: {exc.filename or ''}: {exc.strerror or exc}", markup=False)
         sys.exit(2)
 
 

@@ -19,6 +19,7 @@ from cpsched.cli.options import (
     SetOpt,
     instance_options,
     load,
+    out_dir,
 )
 from cpsched.cli.output import (
     fail,
@@ -31,8 +32,9 @@ from cpsched.cli.output import (
     schedule_row,
     write_outputs,
 )
-from cpsched.instance import InstanceError
+from cpsched.instance import Instance, InstanceError
 from cpsched.model import Schedule, ScheduleFileError
+from cpsched.outputs import OutputError
 
 ScheduleFileArg = Annotated[Path, typer.Argument(metavar="SCHEDULE.json",
                                                  help="Schedule file (docs/spec.md §3).")]
@@ -53,8 +55,8 @@ def simulate(
 ) -> None:
     """A named known schedule, timed on the instance and validated.
 
-    Writes OUT/NAME-SCHEDULE.json and .png; exit 1 if it breaks a constraint (e.g. the
-    memory limit), listing each violation.
+    Writes OUT/NAME-SCHEDULE.json and .png (NAME-SCHEDULE-2... if taken); exit 1 if it breaks
+    a constraint (e.g. the memory limit), listing each violation.
     """
     inst = load(instance, sets, options)
     from cpsched.graph import overlap_lower_bound
@@ -69,7 +71,11 @@ def simulate(
         raise fail(str(exc)) from None
     sch.lower_bound = inst.from_ticks(overlap_lower_bound(inst))  # holds with F&B overlap too
     violations = check(sch)
-    paths = write_outputs(sch, out, f"{inst.name}-{schedule}", not no_plot)
+    out = out_dir(out)
+    try:
+        paths = write_outputs(sch, out, f"{inst.name}-{schedule}", not no_plot)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
     if not quiet:
         print_table(inst, [schedule_row(sch, violations)], sch.lower_bound)
         print_wrote(paths)
@@ -88,30 +94,33 @@ def schedules() -> None:
     out_console.print(t)
 
 
-def _claimed(path: Path) -> dict[str, Any]:
-    """The metrics a schedule file states about itself (``{}`` if it is not a JSON table)."""
+def read_schedule(path: Path, inst: Instance | None = None) -> tuple[Schedule, dict[str, Any]]:
+    """A schedule file read (docs/spec.md §3), checked against ``inst`` when given, and its
+    JSON document (for the claims it makes about itself).
+
+    Raises:
+        typer.Exit: code 2 with one message: no such file, unreadable, not UTF-8 JSON (also:
+            nested too deeply, a number too long), or wrong fields.
+    """
+    where = f"schedule file {str(path)!r}"
+    if not path.is_file():
+        raise fail(f"{where}: no such file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _claim_mismatches(sch: Schedule, claimed: dict[str, Any]) -> list[str]:
-    """Where the file's ``makespan``, ``bubble_fraction`` or ``peak_memory`` disagree with
-    what its actions give (tolerance 1e-4 time units, 1e-6 memory units)."""
-    found = []
-    for key, actual in (("makespan", sch.makespan), ("bubble_fraction", sch.bubble_fraction)):
-        if isinstance(claimed.get(key), int | float) and abs(claimed[key] - actual) > 1e-4 + 1e-6:
-            found.append(f"{key} in the file is {claimed[key]}; the actions give "
-                         f"{fmt(actual, 6)}")
-    pm = claimed.get("peak_memory")
-    if isinstance(pm, list) and (len(pm) != len(sch.peak_memory) or any(
-            not isinstance(x, int | float) or abs(x - y) > 1e-6
-            for x, y in zip(pm, sch.peak_memory, strict=False))):
-        found.append(f"peak_memory in the file is {pm}; the actions give "
-                     f"{[fmt(x) for x in sch.peak_memory]}")
-    return found
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except OSError as exc:
+        raise fail(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise fail(f"{where}: not UTF-8 text") from None
+    except RecursionError:
+        raise fail(f"{where}: not JSON (nested too deeply)") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer with thousands of digits
+        raise fail(f"{where}: not JSON ({exc})") from None
+    try:
+        return Schedule.from_dict(data, inst), data
+    except (ScheduleFileError, InstanceError) as exc:
+        raise fail(f"{where}: {exc}") from None
+    except RecursionError:
+        raise fail(f"{where}: nested too deeply") from None
 
 
 def validate(
@@ -119,15 +128,20 @@ def validate(
     schedule_file: ScheduleFileArg,
     sets: SetOpt = None,
 ) -> None:
-    """Check a schedule file against an instance: exit 0 if valid, 1 listing each violation."""
+    """Check a schedule file against an instance: exit 0 if valid, 1 listing each violation.
+
+    Every action must satisfy the rules (docs/spec.md §3.3), and every claim of the file must
+    hold: makespan, lower_bound <= makespan, status OPTIMAL only with lower_bound ==
+    makespan, gap, bubble_fraction and peak_memory as the actions give them.
+    """
     inst = load(instance, sets)
     from cpsched.validate import validate as check
+    from cpsched.validate import validate_claims
 
-    try:
-        sch = Schedule.from_json(schedule_file, inst)
-    except (ScheduleFileError, InstanceError) as exc:
-        raise fail(str(exc)) from None
-    violations = check(sch, inst) + _claim_mismatches(sch, _claimed(schedule_file))
+    sch, data = read_schedule(schedule_file, inst)
+    claims = {k: data[k] for k in ("makespan", "gap", "bubble_fraction", "peak_memory")
+              if k in data}
+    violations = check(sch, inst) or validate_claims(sch, claims)
     if violations:
         for v in violations:
             say(f"violation: {v}")
@@ -135,4 +149,4 @@ def validate(
         raise typer.Exit(1)
     say(f"valid: {len(sch.actions)} actions, makespan {fmt(sch.makespan)}, "
         f"bubble {100 * sch.bubble_fraction:.1f}%, peak memory "
-        f"{[fmt(x) for x in sch.peak_memory]}")
+        f"{[fmt(x) for x in sch.peak_memory]}, status {sch.status}")

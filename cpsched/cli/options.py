@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -22,8 +23,14 @@ from typing import Annotated, Any
 
 import typer
 
-from cpsched.cli.output import fail
-from cpsched.instance import Instance, InstanceError, load_instance, parse_override
+from cpsched.cli.output import err_console, fail
+from cpsched.instance import (
+    Instance,
+    InstanceError,
+    TickRoundingWarning,
+    load_instance,
+    parse_override,
+)
 
 # ------------------------------------------------------------- plain shared options
 InstanceArg = Annotated[Path | None, typer.Argument(
@@ -32,7 +39,10 @@ InstanceArg = Annotated[Path | None, typer.Argument(
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="Override a field: KEY=VALUE, e.g. --set pipeline.microbatches=16 "
     "(repeatable; VALUE is read as TOML).", show_default=False)]
-OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output directory.")]
+OutDir = Annotated[Path, typer.Option(
+    "--out", "-o", help="Output directory (created; checked before any work). A result never "
+    "replaces an existing file: when NAME.json or NAME.png exists, the run writes NAME-2.json "
+    "and NAME-2.png (then -3, ...); files are written whole (temporary file, then renamed).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no table.")]
 NoPlot = Annotated[bool, typer.Option("--no-plot", help="Do not write the Gantt PNG.")]
 
@@ -150,7 +160,8 @@ def instance_options(command: Callable[..., None]) -> Callable[..., None]:
 def load(path: Path | None, sets: list[str] | None,
          options: InstanceOptions | None = None) -> Instance:
     """The instance of a command: the file at ``path`` (or flags alone when None), then the
-    flags in ``options``, then the ``--set KEY=VALUE`` overrides, validated.
+    flags in ``options``, then the ``--set KEY=VALUE`` overrides, validated.  A rounding of
+    costs to the tick grid is printed as a ``warning:`` line.
 
     Raises:
         typer.Exit: code 2 with one message when the instance is missing or a field is wrong.
@@ -164,6 +175,29 @@ def load(path: Path | None, sets: list[str] | None,
         for text in sets or []:
             key, value = parse_override(text)
             overrides[key] = value
-        return load_instance(path, overrides)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TickRoundingWarning)
+            inst = load_instance(path, overrides)
     except InstanceError as exc:
         raise fail(f"instance: {exc}") from None
+    for w in caught:
+        if issubclass(w.category, TickRoundingWarning):
+            err_console.print(f"warning: instance {w.message}", markup=False)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return inst
+
+
+def out_dir(out: Path, option: str = "--out") -> Path:
+    """The output directory, created and checked writable before any work
+    (:func:`cpsched.outputs.output_dir`).
+
+    Raises:
+        typer.Exit: code 2 naming the path and why it cannot be used.
+    """
+    from cpsched.outputs import OutputError, output_dir
+
+    try:
+        return output_dir(out, option)
+    except OutputError as exc:
+        raise fail(str(exc)) from None

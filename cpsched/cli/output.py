@@ -31,8 +31,8 @@ def fail(msg: str, code: int = 2) -> typer.Exit:
 
 
 def say(text: str) -> None:
-    """Print one plain line (no markup) on stdout."""
-    out_console.print(text, markup=False)
+    """Print one plain line (no markup, never folded: paths stay whole) on stdout."""
+    out_console.print(text, markup=False, soft_wrap=True)
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
@@ -77,18 +77,58 @@ def print_table(inst: Instance, rows: list[list[str]], lower_bound: float | None
     out_console.print(t)
 
 
-def write_outputs(schedule: Schedule, out: Path, stem: str, plot: bool) -> list[Path]:
+#: Largest schedule drawn as a PNG (a bigger Gantt chart is unreadable and takes minutes).
+MAX_PLOT_ACTIONS = 20_000
+
+
+def plot_seconds(n_actions: int) -> float:
+    """A generous estimate of the time to draw and write the Gantt PNG of a schedule of
+    ``n_actions`` actions (about 2 ms per action on a busy 2-core machine)."""
+    return 1.0 + 0.002 * n_actions
+
+
+def plot_skipped(n_actions: int, budget: float | None = None) -> str | None:
+    """Why the PNG of a schedule of ``n_actions`` actions is not drawn, or None: more than
+    :data:`MAX_PLOT_ACTIONS` actions, or (with a ``budget`` in seconds, e.g. half of
+    ``--time-limit``) a drawing estimated to take longer than that."""
+    if n_actions > MAX_PLOT_ACTIONS:
+        return (f"plot skipped: {n_actions} actions (a Gantt chart is drawn up to "
+                f"{MAX_PLOT_ACTIONS})")
+    if budget is not None and plot_seconds(n_actions) > budget:
+        return (f"plot skipped: drawing {n_actions} actions takes about "
+                f"{plot_seconds(n_actions):.0f} s, more than half of --time-limit; raise "
+                "--time-limit to get it")
+    return None
+
+
+def write_outputs(schedule: Schedule, out: Path, stem: str, plot: bool,
+                  budget: float | None = None) -> list[Path]:
     """Write ``OUT/STEM.json`` (docs/spec.md §3) and, if ``plot``, ``OUT/STEM.png`` (Gantt and
-    memory over time), creating ``out``.  Returns the paths written."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{stem}.json"]
-    schedule.to_json(paths[0])
-    if plot:
+    memory over time) as one set (:func:`cpsched.outputs.write_set`): atomically, never over
+    an existing result (the set becomes ``STEM-2``, ``STEM-3``, ... instead) and never mixed
+    with another run's.  A huge schedule's PNG is skipped with a note (:func:`plot_skipped`,
+    ``budget`` in seconds).
+
+    Returns:
+        The paths written.
+    """
+    from cpsched.outputs import write_set
+
+    def json_writer(path: Path) -> None:
+        path.write_text(schedule.to_json() + "\n", encoding="utf-8")
+
+    files = {".json": json_writer}
+    reason = plot_skipped(len(schedule.actions), budget) if plot else None
+    if plot and reason is None:
         from cpsched import plots
 
-        png = out / f"{stem}.png"
-        plots.gantt_and_memory(schedule, png)
-        paths.append(png)
+        def png_writer(path: Path) -> None:
+            plots.gantt_and_memory(schedule, path)
+
+        files[".png"] = png_writer
+    paths = write_set(out, stem, files)
+    if reason:
+        err_console.print(f"note: {reason}", markup=False)
     return paths
 
 

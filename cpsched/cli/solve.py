@@ -1,12 +1,29 @@
-"""``cpsched solve``: the optimum with CP-SAT beside every applicable known schedule."""
+"""``cpsched solve``: the optimum with CP-SAT beside every applicable known schedule.
+
+``--time-limit`` bounds the whole command, from the process's start: the known schedules get
+at most a third of it, the solve ends early enough to leave time for writing the result
+(:func:`_reserve`), and a PNG that would not fit is skipped with a note.  Ctrl-C keeps the
+best schedule found so far, writes it, says so and exits 130 (:mod:`~cpsched.cli.solving`).
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from cpsched.cli.inputs import (
+    MAX_TIME_LIMIT,
+    MAX_WORKERS,
+    check_count,
+    check_seed,
+    check_time_limit,
+    command_start,
+    cp_parameters,
+)
 from cpsched.cli.options import (
     InstanceArg,
     InstanceOptions,
@@ -16,72 +33,100 @@ from cpsched.cli.options import (
     SetOpt,
     instance_options,
     load,
+    out_dir,
 )
 from cpsched.cli.output import (
     ProgressPrinter,
     err_console,
     fail,
     fmt,
+    plot_seconds,
+    plot_skipped,
     print_table,
     print_wrote,
     say,
     schedule_row,
     write_outputs,
 )
-from cpsched.instance import Instance, InstanceError, parse_override
-from cpsched.model import Schedule
+from cpsched.cli.solving import run_interruptible
+from cpsched.instance import Instance
+from cpsched.model import Schedule, Status
+from cpsched.outputs import OutputError
 
 ParamOpt = Annotated[list[str] | None, typer.Option(
     "--param", help="Any CP-SAT parameter, NAME=VALUE (repeatable), e.g. "
-    "--param max_deterministic_time=5.", show_default=False)]
+    "--param max_deterministic_time=5; the value must have the parameter's type (an enum by "
+    "name, e.g. search_branching=FIXED_SEARCH). Not: num_workers, random_seed, "
+    "max_time_in_seconds (use --workers, --seed, --time-limit).", show_default=False)]
+
+__all__ = ["cp_parameters", "solve"]
 
 
-def cp_parameters(items: list[str] | None) -> dict[str, Any]:
-    """``--param NAME=VALUE`` items as CP-SAT parameters ``{name: value}``; each VALUE is read
-    as TOML (``5``, ``true``, ``"x"``), else kept as a bare string.
-
-    Raises:
-        typer.Exit: code 2 when an item is not NAME=VALUE or NAME is not a field of
-            ``SatParameters``.
-    """
-    from ortools.sat import sat_parameters_pb2
-
-    known = sat_parameters_pb2.SatParameters.DESCRIPTOR.fields_by_name
-    params: dict[str, Any] = {}
-    for text in items or []:
-        try:
-            name, value = parse_override(text)
-        except InstanceError:
-            raise fail(f"--param {text!r}: expected NAME=VALUE") from None
-        if name not in known:
-            raise fail(f"--param {name}: not a CP-SAT parameter (see sat_parameters.proto)")
-        if value is None:
-            raise fail(f"--param {text!r}: expected NAME=VALUE with a value")
-        params[name] = value
-    return params
-
-
-def _known_schedules(inst: Instance) -> dict[str, Schedule]:
-    """Every applicable registered schedule, timed (the warm-start candidates); a generator
-    bug is reported as a warning and leaves no candidates rather than stopping the solve."""
+def _known_schedules(inst: Instance, deadline: float) -> dict[str, Schedule]:
+    """Every applicable registered schedule started before ``deadline`` (a perf_counter
+    value), timed: the warm-start candidates.  A generator bug is reported as a warning and
+    leaves no candidates rather than stopping the solve."""
     from cpsched.schedules import run_all
     from cpsched.simulate import OrderError
 
     try:
-        return run_all(inst)
+        return run_all(inst, deadline)
     except OrderError as exc:
         err_console.print(f"warning: a known schedule failed: {exc}", markup=False)
         return {}
 
 
+def _reserve(inst: Instance, plot: bool, rows: int) -> float:
+    """Seconds kept from ``--time-limit`` for what follows the search: the JSON, the PNG
+    when one is drawn, and validating the ``rows`` known schedules of the table."""
+    per_action = 1.2e-5 * inst.n_actions
+    return 0.25 + per_action * (1 + rows) + (plot_seconds(inst.n_actions) if plot else 0.0)
+
+
+def _best_valid(known: dict[str, Schedule]) -> Schedule | None:
+    """The shortest known schedule the validator accepts (validating in makespan order)."""
+    from cpsched.validate import validate
+
+    for sch in sorted(known.values(), key=lambda s: s.makespan):
+        if not validate(sch):
+            return sch
+    return None
+
+
+def _interrupted(inst: Instance, result: Any, known: dict[str, Schedule], out: Path,
+                 finished: bool) -> None:
+    """After Ctrl-C: write the best schedule at hand (the solver's, else the best valid known
+    one; no PNG, to exit at once), say so, exit 130."""
+    best = result.schedule if result is not None else None
+    if best is None:
+        best = _best_valid(known)
+    if best is None:
+        say("interrupted before any schedule was found; nothing written")
+    else:
+        try:
+            paths = write_outputs(best, out, inst.name, plot=False)
+        except (OutputError, OSError) as exc:
+            raise fail(f"interrupted, and the result could not be written: {exc}") from None
+        bound = "-" if best.lower_bound is None else fmt(best.lower_bound)
+        say(f"interrupted: kept the best schedule so far ({best.method}, {best.status}, "
+            f"makespan {fmt(best.makespan)}, lower bound {bound}); no PNG")
+        print_wrote(paths)
+    if not finished:  # the solver thread did not stop in time: do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    raise typer.Exit(130)
+
+
 @instance_options
 def solve(
     instance: InstanceArg = None,
-    time_limit: Annotated[float, typer.Option("--time-limit", "-t",
-                                              help="CP-SAT wall-clock limit, seconds.")] = 60.0,
-    workers: Annotated[int, typer.Option("--workers", "-w",
-                                         help="CP-SAT workers (num_workers).")] = 8,
-    seed: Annotated[int, typer.Option("--seed", help="CP-SAT random seed.")] = 0,
+    time_limit: Annotated[float, typer.Option(
+        "--time-limit", "-t", help="Wall-clock seconds for the whole command (known "
+        f"schedules, solve, writing), > 0 and <= {MAX_TIME_LIMIT:g}.")] = 60.0,
+    workers: Annotated[int, typer.Option(
+        "--workers", "-w", help=f"CP-SAT workers (num_workers), 1 to {MAX_WORKERS}.")] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="CP-SAT random seed (32-bit).")] = 0,
     out: OutDir = Path("out"),
     sets: SetOpt = None,
     quiet: Quiet = False,
@@ -93,29 +138,65 @@ def solve(
     """Optimal schedule with CP-SAT, warm-started from the best known schedule.
 
     Prints every applicable known schedule beside the optimum (makespan, bubble, peak memory,
-    status, gap) and writes OUT/NAME.json (docs/spec.md §3) and OUT/NAME.png (Gantt + memory).
+    status, gap) and writes OUT/NAME.json (docs/spec.md §3) and OUT/NAME.png (Gantt + memory;
+    skipped for huge schedules or when drawing it would not fit in --time-limit). OPTIMAL
+    means proven: the makespan equals a lower bound. Ctrl-C keeps the best schedule so far,
+    writes its JSON and exits 130.
     """
-    inst = load(instance, sets, options)
-    if time_limit <= 0:
-        raise fail(f"--time-limit = {time_limit}: must be > 0 seconds")
-    if workers < 1:
-        raise fail(f"--workers = {workers}: must be >= 1")
+    started = command_start()
+    check_time_limit(time_limit)
+    check_count(workers, "--workers", MAX_WORKERS)
+    check_seed(seed)
     params = cp_parameters(param)
-    from cpsched.solver import solve as cp_solve
-    from cpsched.validate import validate
-
-    known = _known_schedules(inst)
-    with ProgressPrinter(not quiet) as progress:
-        try:
-            res = cp_solve(inst, time_limit=time_limit, workers=workers, seed=seed,
-                           candidates=known, parameters=params, on_progress=progress)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
+    params["catch_sigint_signal"] = False  # Ctrl-C is ours: see cpsched.cli.solving
+    inst = load(instance, sets, options)
+    out = out_dir(out)
+    try:
+        known = _known_schedules(inst, started + time_limit / 3)
+    except KeyboardInterrupt:
+        say("interrupted before the search; nothing written")
+        raise typer.Exit(130) from None
+    plot = not no_plot and plot_skipped(inst.n_actions, time_limit / 2) is None
+    reserve = _reserve(inst, plot, 0 if quiet else len(known))
+    res = _search(inst, known, out, started, time_limit=max(0.01, time_limit - reserve),
+                  workers=workers, seed=seed, params=params, quiet=quiet)
     best = res.schedule
     assert best is not None
-    paths = write_outputs(best, out, inst.name, not no_plot)
-    if quiet:
-        return
+    try:
+        paths = write_outputs(best, out, inst.name, not no_plot, budget=time_limit / 2)
+    except OutputError as exc:
+        raise fail(str(exc)) from None
+    if not quiet:
+        _report(inst, res, known)
+        print_wrote(paths)
+
+
+def _search(inst: Instance, known: dict[str, Schedule], out: Path, started: float,
+            **kw: Any) -> Any:
+    """CP-SAT on ``inst`` (interruptible), its time limit (``kw["time_limit"]``, the
+    command's minus :func:`_reserve`) counted from ``started``; exits
+    2 on a parameter CP-SAT rejects and 130 on Ctrl-C (after writing the best schedule)."""
+    from cpsched.solver import solve as cp_solve
+
+    with ProgressPrinter(not kw["quiet"]) as progress:
+        run = run_interruptible(lambda on_solver: cp_solve(
+            inst, time_limit=kw["time_limit"], workers=kw["workers"], seed=kw["seed"],
+            candidates=known, parameters=kw["params"], on_progress=progress,
+            started=started, on_solver=on_solver))
+    if run.interrupted:
+        _interrupted(inst, run.result, known, out, run.finished)
+    if isinstance(run.error, ValueError):
+        raise fail(str(run.error)) from None
+    if run.error is not None:
+        raise run.error
+    return run.result
+
+
+def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
+    """The table of known schedules (validated) and the optimum, and the solver's line."""
+    from cpsched.validate import validate
+
+    best = res.schedule
     rows = []
     for sch in known.values():
         sch.lower_bound = res.lower_bound  # the instance's bound: each row's gap is against it
@@ -124,9 +205,9 @@ def solve(
     if best.method != "cpsat":
         rows[-1][0] = f"best: {best.method}"
     print_table(inst, rows, res.lower_bound)
-    note = " (time limit reached; gap shown)" if res.solver_status == "FEASIBLE" else ""
+    note = (" (gap not closed: the search stopped at the time limit or at a --param limit)"
+            if res.status == Status.FEASIBLE else "")
     say(f"cpsat: {res.status}{note}, makespan {fmt(res.makespan)}, lower bound "
-        f"{fmt(res.lower_bound)}, warm start {res.hint_method}, {res.solve_seconds:.2f} s")
+        f"{fmt(res.lower_bound)}, warm start {res.warm_start}, {res.solve_seconds:.2f} s")
     if res.message:
         say(f"note: {res.message}")
-    print_wrote(paths)

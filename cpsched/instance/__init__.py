@@ -8,6 +8,8 @@ Modules, one idea each:
   the constrained types of their fields;
 - :mod:`~cpsched.instance.model`: :class:`Instance` with its derived shape, placement,
   per-stage costs and integer ticks;
+- :mod:`~cpsched.instance.checks`: the rules beyond field types (safe names, the tick grid
+  within CP-SAT's integers, the overlap cost's physical range);
 - :mod:`~cpsched.instance.overrides`: ``KEY=VALUE`` overrides and dotted keys;
 - :mod:`~cpsched.instance.io`: reading TOML files into an :class:`Instance`.
 
@@ -15,6 +17,7 @@ Errors in an instance raise :class:`InstanceError` naming the field, the value a
 allowed; the command line turns it into one message and exit code 2.
 """
 
+from cpsched.instance.checks import NAME_RULE, OVERLAP_RULE, TickGrid, TickRoundingWarning
 from cpsched.instance.errors import InstanceError
 from cpsched.instance.io import load_instance, read_toml
 from cpsched.instance.model import MAX_ACTIONS, MAX_TIME_DECIMALS, Instance
@@ -33,6 +36,8 @@ from cpsched.instance.sections import (
 __all__ = [
     "MAX_ACTIONS",
     "MAX_TIME_DECIMALS",
+    "NAME_RULE",
+    "OVERLAP_RULE",
     "Costs",
     "Fraction",
     "Instance",
@@ -43,6 +48,8 @@ __all__ = [
     "PerStage",
     "Pipeline",
     "PositiveInt",
+    "TickGrid",
+    "TickRoundingWarning",
     "load_instance",
     "parse_override",
     "read_toml",

@@ -3,11 +3,13 @@
 An :class:`Instance` is plain validated data (no solver code).  Per-stage quantities are
 normalised to tuples of length ``S = p * v`` (stage order), and every duration is also
 available in integer *ticks* (``round(x * time_scale)``) so that the simulator, the solver and
-the validator all agree exactly for durations with up to 3 decimals.
+the validator all agree exactly.  Durations with up to 6 decimals are exact; more decimals are
+rounded to the tick grid with a :class:`~.checks.TickRoundingWarning` (:mod:`~.checks`).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Annotated, Any
@@ -15,6 +17,18 @@ from typing import Annotated, Any
 import tomli_w
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
+from cpsched.instance.checks import (
+    MAX_TIME_DECIMALS,
+    NAME_RULE,
+    TickGrid,
+    TickRoundingWarning,
+    memory_magnitude_error,
+    memory_scale,
+    on_grid,
+    overlap_range_error,
+    safe_name,
+    tick_grid,
+)
 from cpsched.instance.errors import InstanceError, to_instance_error
 from cpsched.instance.overrides import set_dotted
 from cpsched.instance.sections import Costs, Memory, PerStage, Pipeline, Section
@@ -22,20 +36,10 @@ from cpsched.instance.sections import Costs, Memory, PerStage, Pipeline, Section
 #: Largest instance accepted, in actions (beyond this neither the solver nor plots help).
 MAX_ACTIONS = 200_000
 
-#: Largest power of ten used to turn durations into integer ticks (3 decimals are exact).
-MAX_TIME_DECIMALS = 3
-
 _PER_STAGE_FIELDS = ("forward", "backward", "backward_input", "backward_weight",
                      "overlap_forward_backward")
 
-
-def _file_name(x: Any) -> Any:
-    """A non-empty string usable as a file name (the instance name names output files)."""
-    if not isinstance(x, str) or not x.strip():
-        raise ValueError("must be a non-empty string")
-    if set(x) & set('/\\:*?"<>|'):
-        raise ValueError("must be usable as a file name (no / \\ : * ? \" < > |)")
-    return x
+__all__ = ["MAX_ACTIONS", "MAX_TIME_DECIMALS", "Instance"]
 
 
 def _fmt(x: float) -> str:
@@ -56,8 +60,7 @@ class Instance(Section):
         InstanceError: from :meth:`from_dict` / :func:`load_instance` on any wrong field.
     """
 
-    name: Annotated[str, BeforeValidator(_file_name)] = Field(
-        description="a non-empty string usable as a file name")
+    name: Annotated[str, BeforeValidator(safe_name)] = Field(description=NAME_RULE)
     description: str = Field("", description="a string")
     pipeline: Pipeline
     costs: Costs
@@ -68,9 +71,12 @@ class Instance(Section):
     def _cross_checks(self) -> Instance:
         self._check_placement()
         self._check_lengths()
+        grid = self.tick_grid  # fits CP-SAT's integers; more than 6 decimals are rounded
         self._check_backward()
-        _ = self.time_scale  # 3 decimals are exact; more decimals are rounded
+        self._check_overlap()
         self._check_memory_limit()
+        if not grid.exact:
+            warnings.warn(TickRoundingWarning(f"{self.name}: {grid.note()}"), stacklevel=2)
         return self
 
     def _check_placement(self) -> None:
@@ -94,7 +100,7 @@ class Instance(Section):
                 raise InstanceError(
                     "pipeline.microbatches", m, 'placement = "bidirectional" needs an even number'
                 )
-        n_actions = m * p * v * (3 if self.split_backward else 2)
+        n_actions = self.n_actions
         if n_actions > MAX_ACTIONS:
             raise InstanceError(
                 "pipeline", f"p={p}, v={v}, m={m}",
@@ -117,7 +123,8 @@ class Instance(Section):
                         f"costs.{fld}", None, "required when pipeline.split_backward = true"
                     )
             if c.backward is not None:
-                fused = [i + w for i, w in zip(self.backward_input, self.backward_weight,
+                fused = [i + w for i, w in zip(self._per_stage(c.backward_input),
+                                               self._per_stage(c.backward_weight),
                                                strict=True)]
                 given = self._per_stage(c.backward)
                 if any(abs(x - y) > 1e-9 for x, y in zip(fused, given, strict=True)):
@@ -140,9 +147,28 @@ class Instance(Section):
                     "costs", f"stage {s}", "forward + backward must be > 0 for every stage"
                 )
 
+    def _check_overlap(self) -> None:
+        ov = self.overlap_forward_backward
+        if ov is None:
+            return
+        partner = tuple(max(self.backward[t] for t in self.pair_partners(s))
+                        for s in range(self.num_stages))
+        err = overlap_range_error(self.costs.overlap_forward_backward, ov, self.forward,
+                                  partner)
+        if err is not None:
+            raise err
+
     def _check_memory_limit(self) -> None:
         if self.memory.limit is None:
             return
+        r = self.released_by_input
+        parts = [x for a in self.activation for x in (a, a * r, a * (1 - r))]
+        per_device = [self.m * sum(self.activation[s] for s in self.stages_of(d))
+                      for d in range(self.p)]
+        err = memory_magnitude_error(per_device, float(self.memory.limit),
+                                     memory_scale([*parts, float(self.memory.limit)]))
+        if err is not None:
+            raise err
         need = self.min_memory_limit()
         if self.memory.limit + 1e-9 < need:
             raise InstanceError(
@@ -179,6 +205,11 @@ class Instance(Section):
         return self.p * self.v
 
     @property
+    def n_actions(self) -> int:
+        """Number of actions: ``m * S * 3`` with split backward (F, I, W), else ``m * S * 2``."""
+        return self.m * self.num_stages * (3 if self.split_backward else 2)
+
+    @property
     def placement(self) -> str:
         """How stages sit on devices: ``"loop"``, ``"v"`` or ``"bidirectional"``."""
         return self.pipeline.placement
@@ -207,6 +238,12 @@ class Instance(Section):
         return sorted({s for s in range(self.num_stages) for i in mbs
                        if self.device_of(s, i) == device})
 
+    def pair_partners(self, stage: int) -> list[int]:
+        """Stages whose backward can share an overlapped pair with a forward of ``stage``:
+        those placed on a device that runs ``stage`` (for some microbatch), ascending."""
+        mbs = [0, self.m - 1] if self.placement == "bidirectional" else [0]
+        return sorted({t for i in mbs for t in self.stages_of(self.device_of(stage, i))})
+
     # ------------------------------------------------------------- per stage
     def _per_stage(self, x: PerStage | None) -> tuple[float, ...]:
         S = self.num_stages
@@ -216,26 +253,32 @@ class Instance(Section):
             return tuple(float(y) for y in x)
         return tuple(float(x) for _ in range(S))
 
+    def _time(self, x: PerStage | None) -> tuple[float, ...]:
+        """A per-stage time as given, on the tick grid (rounded only when not exact)."""
+        return on_grid(self._per_stage(x), self.tick_grid)
+
     @cached_property
     def forward(self) -> tuple[float, ...]:
         """F duration per stage (length S)."""
-        return self._per_stage(self.costs.forward)
+        return self._time(self.costs.forward)
 
     @cached_property
     def backward_input(self) -> tuple[float, ...]:
         """I duration per stage (length S; 0 when not given)."""
-        return self._per_stage(self.costs.backward_input)
+        return self._time(self.costs.backward_input)
 
     @cached_property
     def backward_weight(self) -> tuple[float, ...]:
         """W duration per stage (length S; 0 when not given)."""
-        return self._per_stage(self.costs.backward_weight)
+        return self._time(self.costs.backward_weight)
 
     @cached_property
     def backward(self) -> tuple[float, ...]:
-        """Fused B duration per stage (``backward``, or ``backward_input + backward_weight``)."""
-        if self.costs.backward is not None:
-            return self._per_stage(self.costs.backward)
+        """Fused B duration per stage (``backward``, or ``backward_input + backward_weight``
+        — always the latter with split backward, where the file's ``backward`` must equal
+        it)."""
+        if self.costs.backward is not None and not self.split_backward:
+            return self._time(self.costs.backward)
         return tuple(i + w for i, w in zip(self.backward_input, self.backward_weight,
                                            strict=True))
 
@@ -244,12 +287,12 @@ class Instance(Section):
         """Duration of an overlapped F&B pair, indexed by the F's stage; None if not given."""
         if self.costs.overlap_forward_backward is None:
             return None
-        return self._per_stage(self.costs.overlap_forward_backward)
+        return self._time(self.costs.overlap_forward_backward)
 
     @property
     def p2p_latency(self) -> float:
         """Time between a stage's end on one device and its consumer's start on another."""
-        return float(self.costs.p2p_latency)
+        return on_grid((float(self.costs.p2p_latency),), self.tick_grid)[0]
 
     @cached_property
     def activation(self) -> tuple[float, ...]:
@@ -284,17 +327,31 @@ class Instance(Section):
 
     # ------------------------------------------------------------------ ticks
     @cached_property
+    def tick_grid(self) -> TickGrid:
+        """The integer time grid (:class:`~.checks.TickGrid`): the finest power of ten
+        (<= 10**6) on which every duration and the latency is exact and the longest
+        possible schedule fits CP-SAT's 64-bit integers; else the finest that fits, with
+        the costs rounded to it (:attr:`TickGrid.exact` False, a warning on load).
+
+        Raises:
+            InstanceError: the total work does not fit even at one tick per time unit.
+        """
+        c = self.costs
+        raw = {f: self._per_stage(getattr(c, f)) for f in _PER_STAGE_FIELDS}
+        latency = float(c.p2p_latency)
+        fused = raw["backward"] if c.backward is not None and not self.split_backward else \
+            tuple(i + w for i, w in zip(raw["backward_input"], raw["backward_weight"],
+                                        strict=True))
+        per_mb = sum(raw["forward"]) + sum(fused) + sum(raw["overlap_forward_backward"])
+        horizon = self.m * (per_mb + 2 * self.num_stages * latency)
+        values = [x for f in _PER_STAGE_FIELDS for x in raw[f]] + [latency]
+        return tick_grid(values, horizon, self.n_actions)
+
+    @property
     def time_scale(self) -> int:
-        """Smallest power of ten (≤ 1000) that makes every duration an integer tick count."""
-        values = [
-            *self.forward, *self.backward, *self.backward_input, *self.backward_weight,
-            *(self.overlap_forward_backward or ()), self.p2p_latency,
-        ]
-        for k in range(MAX_TIME_DECIMALS + 1):
-            scale = 10**k
-            if all(abs(x * scale - round(x * scale)) < 1e-6 for x in values):
-                return scale
-        return 10**MAX_TIME_DECIMALS
+        """Ticks per time unit: the smallest power of ten (<= 10**6) that makes every
+        duration an integer tick count (see :attr:`tick_grid`)."""
+        return self.tick_grid.scale
 
     def ticks(self, x: float) -> int:
         """A time in file units as integer ticks (``round(x * time_scale)``)."""

@@ -10,7 +10,10 @@ received (the warm start when none came).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import multiprocessing as mp
+import os
 import signal
 import threading
 import time
@@ -59,8 +62,22 @@ class StopHandle:
         self.event.set()
 
 
-def _child(model: cp_model.CpModel, params: Any, conn: Connection) -> None:  # pragma: no cover
+def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - child
+    """Linux: ask for SIGKILL when the parent dies (a killed ``compare`` worker must not leave
+    a search running that holds the command's output pipes open)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _child(model: cp_model.CpModel, params: Any, conn: Connection,
+           parent_pid: int) -> None:  # pragma: no cover - runs in the child
     # a forked child: the model and parameters are the parent's, inherited, not copied
+    _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     solver = cp_model.CpSolver()
     solver.parameters.copy_from(params)
@@ -94,7 +111,7 @@ def search(model: cp_model.CpModel, params: Any, deadline: float, *,
     out = Outcome()
     parent, child = mp.get_context("fork").Pipe(duplex=False)
     proc = mp.get_context("fork").Process(
-        target=_child, args=(model, params, child), daemon=True)
+        target=_child, args=(model, params, child, os.getpid()), daemon=True)
     proc.start()
     child.close()
     try:

@@ -8,7 +8,7 @@ Library code only (the ``cpsched compare`` command calls these functions):
   every instance next to two CP-SAT optima: without a memory limit, and at the schedule's own
   peak memory ("same memory"), plus one ``cpsat`` row per instance (the optimum under the
   instance's own limit).  Solves run in parallel processes (:mod:`~cpsched.study.parallel`)
-  with a progress bar;
+  with a progress bar; Ctrl-C raises :class:`StudyInterrupted` with the finished rows;
 * :func:`write_results` / :func:`to_markdown` (:mod:`~cpsched.study.results`) — the table as
   CSV and Markdown;
 * :func:`pareto_front` / :func:`schedule_points` (:mod:`~cpsched.study.pareto`) — the optimal
@@ -18,6 +18,7 @@ Library code only (the ``cpsched compare`` command calls these functions):
 """
 
 from cpsched.study.comparison import COLUMNS, OPTIMUM, compare
+from cpsched.study.comparison import StudyInterrupted as StudyInterrupted  # not in __all__
 from cpsched.study.grid import load_grid
 from cpsched.study.memory import memory_quantum, with_memory_limit
 from cpsched.study.pareto import ParetoPoint, pareto_front, schedule_points

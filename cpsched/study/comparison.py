@@ -24,7 +24,7 @@ from cpsched.model import Schedule
 from cpsched.schedules import run_all
 from cpsched.study.grid import fmt_value
 from cpsched.study.memory import limit_key
-from cpsched.study.parallel import LimitSolve, solve_limits
+from cpsched.study.parallel import LimitSolve, SolvesInterrupted, solve_limits
 from cpsched.validate import validate
 
 #: Columns of :func:`compare`'s table, in order.
@@ -41,6 +41,21 @@ COLUMNS = [
 
 #: Name of the optimum's rows (schedule column), as :func:`cpsched.plots.bubble_bars` expects.
 OPTIMUM = "cpsat"
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`compare`.
+
+    Attributes:
+        table: the rows of every instance whose solves had all finished (columns
+            :data:`COLUMNS`), for the caller to keep.
+        finished: how many instances that is.
+        total: how many instances the study had.
+    """
+
+    def __init__(self, table: pd.DataFrame, finished: int, total: int) -> None:
+        super().__init__(f"interrupted after {finished} of {total} instances")
+        self.table, self.finished, self.total = table, finished, total
 
 
 def _fmt_peaks(peaks: Sequence[float]) -> str:
@@ -109,11 +124,13 @@ def _optimum_row(own: LimitSolve) -> dict[str, Any]:
 
 
 def _rows(inst: Instance, known: Mapping[str, Schedule],
-          solved: Mapping[float | None, LimitSolve]) -> list[dict[str, Any]]:
-    """The rows of one instance: its known schedules in order, then the ``cpsat`` row."""
+          solved: Mapping[float | None, LimitSolve], stacklevel: int = 3
+          ) -> list[dict[str, Any]]:
+    """The rows of one instance: its known schedules in order, then the ``cpsat`` row (a
+    crashed solve is warned about at ``stacklevel``: the caller of :func:`compare`)."""
     for r in solved.values():
         if r.status == "ERROR":
-            warnings.warn(f"compare: {inst.name}: {r.message}", stacklevel=3)
+            warnings.warn(f"compare: {inst.name}: {r.message}", stacklevel=stacklevel)
     unlimited = solved[None]
     base = _instance_columns(inst, unlimited)
     rows = [{**base, **_schedule_row(name, sch, unlimited,
@@ -175,21 +192,44 @@ def compare(
     Returns:
         The table, columns :data:`COLUMNS` (a solve that crashed has ``status = "ERROR"``
         and the reason in ``violation``; a warning is issued).
+
+    Raises:
+        ValueError: ``workers`` or ``jobs`` below 1.
+        StudyInterrupted: Ctrl-C during the solves; it carries the table of the instances
+            that had finished.
     """
+    if workers < 1 or (jobs is not None and jobs < 1):
+        raise ValueError(f"compare: workers = {workers}, jobs = {jobs}: each must be >= 1 "
+                         "(jobs None: one per CPU)")
     insts = list(instances)
-    known: list[dict[str, Schedule]] = []
-    for inst in insts:
-        hs = run_all(inst)
-        known.append(hs if schedules is None else
-                     {k: v for k, v in hs.items() if k in schedules})
+    known = [{k: v for k, v in run_all(inst).items() if schedules is None or k in schedules}
+             for inst in insts]
     # limits needed per instance: None, own limit, each schedule's peak
     wanted = [list(dict.fromkeys([None, limit_key(inst.memory_limit)]
                                  + [limit_key(max(s.peak_memory)) for s in hs.values()]))
               for inst, hs in zip(insts, known, strict=True)]
-    solved = solve_limits(insts, wanted, time_limit=time_limit, workers=workers, jobs=jobs,
-                          parameters=dict(parameters) if parameters else None,
-                          progress=progress)
+    interrupted = False
+    try:
+        solved = solve_limits(insts, wanted, time_limit=time_limit, workers=workers, jobs=jobs,
+                              parameters=dict(parameters) if parameters else None,
+                              progress=progress)
+    except SolvesInterrupted as exc:
+        solved, interrupted = exc.results, True
+    table, finished = _table(insts, known, solved, wanted)
+    if interrupted:
+        raise StudyInterrupted(table, finished, len(insts))
+    return table
+
+
+def _table(insts: Sequence[Instance], known: Sequence[Mapping[str, Schedule]],
+           solved: Sequence[Mapping[float | None, LimitSolve]],
+           wanted: Sequence[Sequence[float | None]]) -> tuple[pd.DataFrame, int]:
+    """The rows of every instance whose solves all finished, and how many instances that is
+    (all of them unless the study was interrupted)."""
     rows: list[dict[str, Any]] = []
-    for inst, hs, res in zip(insts, known, solved, strict=True):
-        rows += _rows(inst, hs, res)  # warns from here: stacklevel 3 names our caller
-    return pd.DataFrame(rows, columns=COLUMNS)
+    finished = 0
+    for inst, hs, res, want in zip(insts, known, solved, wanted, strict=True):
+        if all(lim in res for lim in want):  # all of an instance's solves, or none of it
+            finished += 1
+            rows += _rows(inst, hs, res, stacklevel=4)
+    return pd.DataFrame(rows, columns=COLUMNS), finished

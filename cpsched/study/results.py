@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +42,33 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 
 def write_results(df: pd.DataFrame, out_dir: str | Path, stem: str) -> tuple[Path, Path]:
-    """Write ``OUT_DIR/STEM.csv`` and ``OUT_DIR/STEM.md`` (creating ``out_dir``).
+    """Write ``OUT_DIR/STEM.csv`` and ``OUT_DIR/STEM.md`` (creating ``out_dir``) as one set
+    (:func:`cpsched.outputs.write_set`): inside ``out_dir`` only (``stem`` must be a plain
+    file name), atomically, and never over existing files — when either name is taken the
+    pair is written as ``STEM-2``, ``STEM-3``, ... instead.
 
     Returns:
-        ``(csv_path, markdown_path)``.
+        ``(csv_path, markdown_path)`` as written.
 
     Raises:
-        OSError: the directory or a file cannot be written.
+        cpsched.outputs.OutputError: ``stem`` is not a plain file name, or ``out_dir``
+            cannot be used.
+        OSError: a file cannot be written.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out / f"{stem}.csv", out / f"{stem}.md"
-    df.to_csv(csv_path, index=False)
-    md_path.write_text(to_markdown(df), encoding="utf-8")
+    from cpsched.outputs import output_dir, write_set
+
+    out = output_dir(out_dir, "out_dir")
+    csv_path, md_path = write_set(out, stem, result_writers(df))
     return csv_path, md_path
+
+
+def result_writers(df: pd.DataFrame) -> dict[str, Callable[[Path], None]]:
+    """``{".csv": writer, ".md": writer}`` for :func:`cpsched.outputs.write_set`."""
+
+    def csv(path: Path) -> None:
+        df.to_csv(path, index=False)
+
+    def markdown(path: Path) -> None:
+        path.write_text(to_markdown(df), encoding="utf-8")
+
+    return {".csv": csv, ".md": markdown}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import overlap_in_range
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -330,14 +331,13 @@ def instances(draw: st.DrawFn) -> Instance:
             costs["overlap_forward_backward"] = per_stage(1)
     else:
         costs["backward"] = per_stage()
-    return Instance.from_dict({
+    memory = {"activation": per_stage(), "released_by_input": draw(st.sampled_from([0.0, 0.5]))}
+    return overlap_in_range(lambda: Instance.from_dict({
         "name": "h",
         "pipeline": {"devices": p, "stages_per_device": v, "microbatches": m,
                      "placement": placement, "split_backward": split},
-        "costs": costs,
-        "memory": {"activation": per_stage(), "released_by_input": draw(st.sampled_from(
-            [0.0, 0.5]))},
-    })
+        "costs": costs, "memory": memory,
+    }))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -4,6 +4,7 @@ microbatches, DeepSeek's bubble and memory figures, validity on random instances
 from __future__ import annotations
 
 import pytest
+from conftest import overlap_in_range
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -118,5 +119,5 @@ def test_valid_on_random_instances(h: int, extra: int, F: int, I: int, W: int,  
                                    fb: int | None, lat: float) -> None:
     p = 2 * h
     m = max(2, 2 * p - 2) + 2 * extra
-    inst = make(p, m, F, I, W, fb=fb, latency=lat)
+    inst = overlap_in_range(lambda: make(p, m, F, I, W, fb=fb, latency=lat))
     assert not validate(simulate(inst, get_schedule("dualpipe").generate(inst)))

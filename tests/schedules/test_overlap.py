@@ -4,6 +4,7 @@ preconditions (the real ones: no accepted configuration deadlocks), validity."""
 from __future__ import annotations
 
 import pytest
+from conftest import overlap_in_range
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -122,7 +123,8 @@ def test_valid_on_random_instances(p: int, v: int, k: int, F: int, B: int,  # no
                                    ov: int | None, lat: float, name: str) -> None:
     spec = get_schedule(name)
     m = p * k + (p - 1 if name == "1f1b-overlap" else 0)
-    inst = make(p, m, v if name != "1f1b-overlap" else 1, F=F, B=B, overlap=ov, latency=lat)
+    inst = overlap_in_range(lambda: make(p, m, v if name != "1f1b-overlap" else 1, F=F, B=B,
+                                         overlap=ov, latency=lat))
     if spec.check(inst) is not None:
         return
     sched = simulate(inst, spec.generate(inst), method=name)

@@ -85,7 +85,7 @@ def make(p: int, v: int, m: int, placement: str, split: bool) -> Instance:
     # unequal durations so that any wrong dependency or overlap shows
     costs: dict[str, object] = {"forward": 1.5, "p2p_latency": 0.25}
     if split:
-        costs.update(backward_input=1.25, backward_weight=1, overlap_forward_backward=2)
+        costs.update(backward_input=1.25, backward_weight=1, overlap_forward_backward=2.5)
     else:
         costs["backward"] = 2.25
     return Instance.from_dict({

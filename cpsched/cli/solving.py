@@ -1,0 +1,78 @@
+"""Running a CP-SAT solve from the command line so that Ctrl-C keeps the best schedule.
+
+The solve runs in a worker thread while the main thread waits in short joins, where Python
+delivers ``KeyboardInterrupt``.  On Ctrl-C the main thread calls ``stop_search()`` on the
+CP-SAT solver (handed over by :func:`cpsched.solver.solve`'s ``on_solver``) and waits a short
+grace period for the solve to return its best schedule.  CP-SAT's own SIGINT handler is
+switched off (``catch_sigint_signal = false``): it would swallow the signal and report the
+stop as a time limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: Seconds to wait after Ctrl-C for the search to stop and hand back its best schedule.
+GRACE_SECONDS = 0.7
+
+OnSolver = Callable[[Any], None]
+
+
+@dataclass
+class SolveRun:
+    """How a solve run ended.
+
+    Attributes:
+        result: what the solve returned (None: it raised, or did not return in time).
+        error: what it raised, if anything.
+        interrupted: Ctrl-C was pressed.
+        finished: the solve thread has ended (False only after an interrupt whose grace
+            period ran out: the process must then end without waiting for it).
+    """
+
+    result: Any = None
+    error: BaseException | None = None
+    interrupted: bool = False
+    finished: bool = False
+
+
+def run_interruptible(call: Callable[[OnSolver], Any],
+                      grace: float = GRACE_SECONDS) -> SolveRun:
+    """Run ``call(on_solver)`` in a worker thread; on Ctrl-C stop the CP-SAT search that
+    ``on_solver`` received and wait at most ``grace`` seconds for ``call`` to return."""
+    run = SolveRun()
+    solvers: list[Any] = []
+
+    def target() -> None:
+        try:
+            run.result = call(solvers.append)
+        except BaseException as exc:  # noqa: BLE001  (handed to the main thread)
+            run.error = exc
+
+    thread = threading.Thread(target=target, name="cpsched-solve", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except KeyboardInterrupt:
+        run.interrupted = True
+        _stop(thread, solvers, grace)
+    run.finished = not thread.is_alive()
+    return run
+
+
+def _stop(thread: threading.Thread, solvers: list[Any], grace: float) -> None:
+    """Ask the search to stop (again and again: the solver may only just be starting) until
+    the thread ends or ``grace`` seconds pass; another Ctrl-C ends the wait."""
+    end = time.perf_counter() + grace
+    try:
+        while thread.is_alive() and time.perf_counter() < end:
+            for solver in solvers:
+                solver.stop_search()
+            thread.join(0.05)
+    except KeyboardInterrupt:
+        pass
