@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -399,11 +400,22 @@ SCALE = INSTANCES / "scale" / "p16-loop-v2-m64-lim24.toml"  # no proof within a 
 
 
 def _cpsched(*args: str) -> subprocess.Popen:
-    """``cpsched ARGS`` as its own process, with Ctrl-C delivered as in a terminal."""
+    """``cpsched ARGS`` as its own process (group), with Ctrl-C delivered as in a terminal."""
     return subprocess.Popen(
         [sys.executable, "-m", "cpsched.cli", *args], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _communicate(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """``proc.communicate``; on a time-out the process group is killed (no stray solver keeps
+    running after a failed test) and the test fails."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"cpsched {proc.args[3:]} did not end within {timeout} s")
 
 
 def _wait_for(proc: subprocess.Popen, needle: str, timeout: float = 120) -> str:
@@ -426,7 +438,7 @@ def test_ctrl_c_during_solve_keeps_the_best_schedule(tmp_path: Path) -> None:
     time.sleep(1.5)  # the search is under way
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = _communicate(proc, 30)
     elapsed = time.monotonic() - t0
     assert proc.returncode == 130, out + err
     assert elapsed < 1.5, elapsed
@@ -444,7 +456,7 @@ def test_ctrl_c_during_compare_keeps_finished_instances(tmp_path: Path) -> None:
                     "-t", "120", "-j", "2", "-o", str(tmp_path))
     time.sleep(20)  # the two small instances finish; the large one does not
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = _communicate(proc, 30)
     assert proc.returncode == 130, out + err
     assert "interrupted: 2 of 3 instances finished" in out, out + err
     assert "Traceback" not in out + err
@@ -457,7 +469,7 @@ def test_two_concurrent_solves_write_two_complete_sets(tmp_path: Path) -> None:
     """The issue: two runs with one name left a JSON from one beside a PNG from the other."""
     procs = {tag: _cpsched("solve", ARTICLE, "-w", "1", "-o", str(tmp_path), "--set",
                            f'description="{tag}"') for tag in ("A", "B")}
-    outputs = {tag: p.communicate(timeout=300) for tag, p in procs.items()}
+    outputs = {tag: _communicate(p, 300) for tag, p in procs.items()}
     assert all(p.returncode == 0 for p in procs.values()), outputs
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["article-interleaved-2.json", "article-interleaved-2.png",
