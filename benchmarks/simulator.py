@@ -149,11 +149,11 @@ def before_solver_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--visualizer", default=None, help="folder with the visualizer's files")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     folder = visualizer_dir(args.visualizer)
     viz = load_visualizer(folder) if folder is not None else None
     print(simulator_table(args.repeat, viz).to_markdown(index=False, floatfmt=".4g"))

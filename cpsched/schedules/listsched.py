@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -55,7 +56,7 @@ from cpsched.actions import Action, DeviceOrders, Kind, Step
 from cpsched.engine import ADMIT, FINISH, START, DispatchResult, TaskTable, dispatch, paused_gc
 from cpsched.instance import Instance
 from cpsched.rules import default_tasks, released_fraction
-from cpsched.schedules.registry import register
+from cpsched.schedules.registry import deadline, register
 
 _EPS = 1e-9
 
@@ -68,8 +69,8 @@ _DUE_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 1.0)
 _SLACKS: tuple[float | None, ...] = (0.0, 1.0, 2.0, None)
 #: Windows tried by the portfolio: ``round(a * p + b * (p - 1 - d))`` for device d.
 _WINDOWS: tuple[tuple[float, float] | None, ...] = (None, (1.0, 1.0), (2.0, 2.0))
-#: Default portfolio budget: action starts over all its runs (~4 runs at p=32, v=2, m=256).
-BUDGET = 200_000
+#: Portfolio budget in action starts (~40 runs at p=32 v=2 m=256); run_all's deadline too.
+BUDGET = 2_000_000
 
 Key = tuple[float, ...]
 
@@ -391,8 +392,9 @@ def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
         restarts = min(restarts, runs_left // 4)
         configs = _spread(configs, runs_left - restarts)
     tried: list[tuple[int, int, Config]] = []
+    stop = deadline()
     for k, cfg in enumerate(configs):
-        if best.makespan <= pb.bound:
+        if best.makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop):
             return best
         res = run_rule(pb, cfg[0], cfg[1], memory, cfg[2], cfg[3])
         tried.append((res.makespan, k, cfg))
@@ -403,7 +405,7 @@ def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
     rng = random.Random(seed)
     noise = 4.0 * max(1.0, sum(pb.dur[Kind.F]) / len(pb.dur[Kind.F]))
     for k in range(restarts if top else 0):
-        if best.makespan <= pb.bound:
+        if best.makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop):
             break
         rule, w, sl, wp = top[k % len(top)]
         jitter = [rng.random() * noise for _ in range(n)]

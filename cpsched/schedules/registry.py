@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from cpsched.instance import Instance
@@ -57,6 +58,15 @@ class ScheduleSpec:
 
 REGISTRY: dict[str, ScheduleSpec] = {}
 
+#: the deadline (``time.perf_counter()`` value) of the :func:`run_all` call in progress
+_DEADLINE: ContextVar[float | None] = ContextVar("cpsched_schedules_deadline", default=None)
+
+
+def deadline() -> float | None:
+    """The deadline of the :func:`run_all` call in progress (None: none): an expensive
+    generator (a search) stops improving its result when it has passed."""
+    return _DEADLINE.get()
+
 
 def register(name: str, *, summary: str, preconditions: str, source: str,
              check: Check, expensive: bool = False) -> Callable[[Generator], Generator]:
@@ -108,8 +118,12 @@ def run_all(instance: Instance, deadline: float | None = None) -> dict[str, Sche
     """
     out: dict[str, Schedule] = {}
     specs = applicable_schedules(instance)
-    for spec in sorted(specs, key=lambda s: s.expensive):
-        if spec.expensive and deadline is not None and time.perf_counter() >= deadline:
-            continue
-        out[spec.name] = simulate(instance, spec.generate(instance), method=spec.name)
+    token = _DEADLINE.set(deadline)
+    try:
+        for spec in sorted(specs, key=lambda s: s.expensive):
+            if spec.expensive and deadline is not None and time.perf_counter() >= deadline:
+                continue
+            out[spec.name] = simulate(instance, spec.generate(instance), method=spec.name)
+    finally:
+        _DEADLINE.reset(token)
     return {s.name: out[s.name] for s in specs if s.name in out}  # registry order
