@@ -8,51 +8,20 @@ on p = 2..16 and m in {1, 2, p, 2p + 1, 64}, with uniform and uneven costs.
 
 from __future__ import annotations
 
-import json
-import re
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
+from zb_recordings import cases, decode
 
 from cpsched.instance import Instance
 from cpsched.metrics import peak_memory
 from cpsched.schedules import NotApplicable, get_schedule, run_schedule
 from cpsched.validate import validate
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "zb"
 NAMES = ["v-half", "v-min"]
 #: The paper's activation memory, in microbatches (Qi et al. 2024, Table 1; the authors'
 #: table: V-Half (p + 2) // 2, V-Min (p + 4) // 3, 1F1B p).
 PAPER_MICROBATCHES = {"v-half": lambda p: (p + 2) // 2, "v-min": lambda p: (p + 4) // 3}
-
-
-@cache
-def cases(name: str) -> list[dict[str, Any]]:
-    """The recorded cases of ``name``."""
-    doc = json.loads((DATA / f"{name}.json").read_text())
-    assert doc["schedule"] == name
-    return list(doc["cases"])
-
-
-def decode(p: int, encoded: list[str]) -> list[list[str]]:
-    """Compressed letters (record.py: ``F3`` three in a row, ``(..)k`` a block k times) to
-    per-device action strings: upper case = the device's stage ``d``, lower case =
-    ``2p - 1 - d``; microbatches count up per (kind, stage)."""
-    out = []
-    for d, packed in enumerate(encoded):
-        text = re.sub(r"\(([^()]*)\)(\d+)", lambda mt: mt[1] * int(mt[2]), packed)
-        seen: dict[tuple[str, int], int] = {}
-        row = []
-        for letter, count in re.findall(r"([FIWfiw])(\d*)", text):
-            stage = d if letter.isupper() else 2 * p - 1 - d
-            key = (letter.upper(), stage)
-            for _ in range(int(count or 1)):
-                row.append(f"{stage}{key[0]}{seen.get(key, 0)}")
-                seen[key] = seen.get(key, 0) + 1
-        out.append(row)
-    return out
 
 
 def instance(case: dict[str, Any], placement: str = "v", limit: bool = True) -> Instance:
