@@ -49,12 +49,14 @@ def schedule_row(schedule: Schedule, violations: list[str] | None) -> list[str]:
     """One table row: method, makespan, bubble %, peak memory per device, status, gap %.
 
     The gap is :attr:`Schedule.gap` (against ``schedule.lower_bound``); the status reads
-    ``OVER LIMIT`` / ``INVALID`` when the validator found ``violations``.
+    ``OVER LIMIT`` / ``INVALID`` when the validator found ``violations``, and then no gap is
+    shown (the bound is for schedules that keep the rules; one that breaks them can be below
+    it).
     """
     status = schedule.status
     if violations:
         status = "OVER LIMIT" if any("memory limit" in v for v in violations) else "INVALID"
-    gap = schedule.gap
+    gap = None if violations else schedule.gap
     return [schedule.method, fmt(schedule.makespan), f"{100 * schedule.bubble_fraction:.1f}%",
             " ".join(fmt(x, 2) for x in schedule.peak_memory), status,
             "-" if gap is None else f"{100 * gap:.1f}%"]
