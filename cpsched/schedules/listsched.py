@@ -69,8 +69,8 @@ _DUE_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 1.0)
 _SLACKS: tuple[float | None, ...] = (0.0, 1.0, 2.0, None)
 #: Windows tried by the portfolio: ``round(a * p + b * (p - 1 - d))`` for device d.
 _WINDOWS: tuple[tuple[float, float] | None, ...] = (None, (1.0, 1.0), (2.0, 2.0))
-#: Portfolio budget in action starts (~40 runs at p=32 v=2 m=256); run_all's deadline too.
-BUDGET = 2_000_000
+#: Portfolio budget in action starts (~12 runs at p=32 v=2 m=256); run_all's deadline too.
+BUDGET = 600_000
 
 Key = tuple[float, ...]
 

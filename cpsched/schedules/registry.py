@@ -121,9 +121,24 @@ def run_all(instance: Instance, deadline: float | None = None) -> dict[str, Sche
     token = _DEADLINE.set(deadline)
     try:
         for spec in sorted(specs, key=lambda s: s.expensive):
-            if spec.expensive and deadline is not None and time.perf_counter() >= deadline:
+            if spec.expensive and (_optimal_among(instance, out) or (
+                    deadline is not None and time.perf_counter() >= deadline)):
                 continue
             out[spec.name] = simulate(instance, spec.generate(instance), method=spec.name)
     finally:
         _DEADLINE.reset(token)
     return {s.name: out[s.name] for s in specs if s.name in out}  # registry order
+
+
+def _optimal_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
+    """Whether a valid schedule among ``schedules`` already meets the plain lower bound (then
+    no search can do better, and expensive generators are skipped)."""
+    if not schedules:
+        return False
+    from cpsched.graph import lower_bound, overlap_lower_bound
+    from cpsched.validate import validate
+
+    bound = (overlap_lower_bound(instance) if instance.overlap_forward_backward is not None
+             else lower_bound(instance).value)
+    return any(instance.ticks(s.makespan) <= bound and not validate(s, instance)
+               for s in schedules.values())
