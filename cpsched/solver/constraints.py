@@ -13,16 +13,30 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
+
+from ortools.sat.python import cp_model
 
 from cpsched.actions import Action, Kind
+from cpsched.core import ResourceGraph
 from cpsched.graph import release_actions
+from cpsched.instance import Instance
 from cpsched.schedules.transforms import direction
 
-if TYPE_CHECKING:
-    from cpsched.solver.graph_model import GraphModel
 
-Family = Callable[["GraphModel"], None]
+class GraphModel(Protocol):
+    """What a family may use of the model it adds to
+    (:class:`cpsched.solver.graph_model.GraphModel` is one)."""
+
+    model: cp_model.CpModel
+    rg: ResourceGraph
+    horizon: int
+    instance: Instance | None
+    timing: Any
+    aux_hint: list
+
+
+Family = Callable[[GraphModel], None]
 _EPS = 1e-9
 
 
