@@ -203,17 +203,9 @@ def windows(g: nx.DiGraph, horizon: int) -> dict[Action, tuple[int, int]]:
 
 
 def memory_scale(instance: Instance) -> int:
-    """Smallest power of ten (<= 10**6) that makes every activation part (``a``, ``a * r``,
-    ``a * (1 - r)``) and the limit integers; memory is scaled by it for integer demands."""
-    r = instance.released_by_input
-    vals = [x for a in instance.activation for x in (a, a * r, a * (1 - r))]
-    if instance.memory_limit is not None:
-        vals.append(instance.memory_limit)
-    for k in range(7):
-        sc = 10**k
-        if all(abs(x * sc - round(x * sc)) < 1e-6 for x in vals):
-            return sc
-    return 10**6
+    """The solver's memory unit (:attr:`Instance.memory_scale`): memory is scaled by it for
+    integer demands."""
+    return instance.memory_scale
 
 
 def pipeline_resource_graph(instance: Instance) -> ResourceGraph:

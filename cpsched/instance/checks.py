@@ -146,7 +146,7 @@ def on_grid(xs: tuple[float, ...], grid: TickGrid) -> tuple[float, ...]:
 
 def memory_scale(values: Sequence[float]) -> int:
     """Smallest power of ten (<= 10**6) that makes every memory amount an integer (the
-    solver's memory unit; cpsched.graph.memory_scale computes the same)."""
+    solver's memory unit, :attr:`cpsched.instance.Instance.memory_scale`)."""
     for k in range(7):
         if all(_off_grid(x, 10**k) < 1e-6 for x in values):
             return 10**k

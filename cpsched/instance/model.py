@@ -161,12 +161,9 @@ class Instance(Section):
     def _check_memory_limit(self) -> None:
         if self.memory.limit is None:
             return
-        r = self.released_by_input
-        parts = [x for a in self.activation for x in (a, a * r, a * (1 - r))]
         per_device = [self.m * sum(self.activation[s] for s in self.stages_of(d))
                       for d in range(self.p)]
-        err = memory_magnitude_error(per_device, float(self.memory.limit),
-                                     memory_scale([*parts, float(self.memory.limit)]))
+        err = memory_magnitude_error(per_device, float(self.memory.limit), self.memory_scale)
         if err is not None:
             raise err
         need = self.min_memory_limit()
@@ -308,6 +305,16 @@ class Instance(Section):
     def memory_limit(self) -> float | None:
         """Memory limit per device, or None when unlimited."""
         return None if self.memory.limit is None else float(self.memory.limit)
+
+    @cached_property
+    def memory_scale(self) -> int:
+        """The solver's memory unit: the smallest power of ten (<= 10**6) that makes every
+        activation part (``a``, ``a * r``, ``a * (1 - r)``) and the limit integers."""
+        r = self.released_by_input
+        parts = [x for a in self.activation for x in (a, a * r, a * (1 - r))]
+        if self.memory.limit is not None:
+            parts.append(float(self.memory.limit))
+        return memory_scale(parts)
 
     def min_memory_limit(self) -> float:
         """Smallest device limit under which any schedule exists.
