@@ -160,13 +160,14 @@ def area_bound(inst: Instance, g: nx.DiGraph | None = None) -> int:
         if a.kind == Kind.F:
             rep = reps[-1] if a.microbatch >= reps[-1] else reps[0]
             area[dev[a]] = area.get(dev[a], 0.0) + inst.activation[a.stage] * rt[rep][a.stage]
-    best = 0
-    for d, total in area.items():
-        nodes = [a for a in g if dev[a] == d]
-        h = min(head[a] for a in nodes)
-        t = min(tail[a] for a in nodes)
-        best = max(best, math.ceil(h + t + total / limit - _EPS))
-    return best
+    first: dict[int, int] = {}  # per device: smallest head and smallest tail
+    last: dict[int, int] = {}
+    for a in g:
+        d = dev[a]
+        first[d] = min(first.get(d, head[a]), head[a])
+        last[d] = min(last.get(d, tail[a]), tail[a])
+    return max((math.ceil(first[d] + last[d] + total / limit - _EPS)
+                for d, total in area.items()), default=0)
 
 
 def _round_trips(inst: Instance, g: nx.DiGraph, i: int) -> dict[int, float]:
