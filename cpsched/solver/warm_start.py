@@ -36,18 +36,19 @@ def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = 
         from cpsched.schedules import run_all
 
         candidates = run_all(inst)
-    best: tuple[str, list[TimedAction], int] | None = None
-    best_key: tuple[int, float] | None = None
     pool = dict(candidates)
     pool.setdefault("sequential", sequential_schedule(inst))
-    for name, sch in pool.items():
+    ranked = []
+    for k, (name, sch) in enumerate(pool.items()):
         if inst.overlap_forward_backward is None:
             sch = serialise_overlaps(sch) or sch  # no pair variables: run pairs back to back
-        if validate(sch, inst):
-            continue
-        key = (inst.ticks(sch.makespan), max(sch.peak_memory))  # ties: less memory
-        if best_key is None or key < best_key:
-            best, best_key = (name, fifo_relabel(inst, split_fused(sch)), key[0]), key
+        # ties: less memory, then the earlier candidate
+        ranked.append(((inst.ticks(sch.makespan), max(sch.peak_memory), k), name, sch))
+    best: tuple[str, list[TimedAction], int] | None = None
+    for key, name, sch in sorted(ranked, key=lambda r: r[0]):
+        if not validate(sch, inst):  # validate in rank order: the first valid one wins
+            best = (name, fifo_relabel(inst, split_fused(sch)), key[0])
+            break
     if best is None:  # pragma: no cover - sequential is valid under any accepted limit
         raise RuntimeError("no valid warm start, not even the sequential schedule")
     return best
