@@ -50,7 +50,7 @@ def main() -> None:
             "instance": inst.name,
             "best heuristic": min(valid, key=valid.get) if valid else "-",
             "heuristic makespan": min(valid.values()) if valid else None,
-            "warm start": res.hint_method,
+            "warm start": res.warm_start,
             "status": res.status,
             "makespan": res.makespan,
             "bound": res.lower_bound,

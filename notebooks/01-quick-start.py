@@ -75,7 +75,7 @@ display(known_table)
 res = solve(inst, time_limit=60, workers=1, parameters=DET)
 assert validate(res.schedule) == []
 print(f"{res.status}: makespan {res.makespan}, lower bound {res.lower_bound}, "
-      f"gap {res.gap:.1%}, warm start {res.hint_method}, {res.solve_seconds:.1f} s")
+      f"gap {res.gap:.1%}, warm start {res.warm_start}, {res.solve_seconds:.1f} s")
 
 # %% [markdown]
 # ## 4. Plot

@@ -1,11 +1,12 @@
 """Running a CP-SAT solve from the command line so that Ctrl-C keeps the best schedule.
 
 The solve runs in a worker thread while the main thread waits in short joins, where Python
-delivers ``KeyboardInterrupt``.  On Ctrl-C the main thread calls ``stop_search()`` on the
-CP-SAT solver (handed over by :func:`cpsched.solver.solve`'s ``on_solver``) and waits a short
-grace period for the solve to return its best schedule.  CP-SAT's own SIGINT handler is
-switched off (``catch_sigint_signal = false``): it would swallow the signal and report the
-stop as a time limit.
+delivers ``KeyboardInterrupt``.  On Ctrl-C the main thread calls ``stop_search()`` on what
+:func:`cpsched.solver.solve` handed over through ``on_solver`` (the search's stop handle, or
+the CP-SAT solver itself when there is no time limit) and waits a short grace period for the
+solve to return its best schedule.  CP-SAT's own SIGINT handler is switched off
+(``catch_sigint_signal = false``): it would swallow the signal and report the stop as a time
+limit.
 """
 
 from __future__ import annotations

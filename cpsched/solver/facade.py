@@ -71,11 +71,6 @@ class Result:
         """``(makespan - lower_bound) / makespan``."""
         return self.schedule.gap if self.schedule else None
 
-    @property
-    def hint_method(self) -> str | None:
-        """Former name of :attr:`warm_start`."""
-        return self.warm_start
-
 
 def combinatorial_bound(inst: Instance) -> int:
     """The best bound (ticks) proven before any search: with overlapped pairs the relaxed

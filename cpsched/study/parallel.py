@@ -80,7 +80,7 @@ def solve_task(task: SolveTask) -> LimitSolve:
         sch = res.schedule
         return LimitSolve(
             makespan=res.makespan, status=res.status, gap=res.gap, lower_bound=res.lower_bound,
-            solve_seconds=res.solve_seconds, warm_start=res.hint_method,
+            solve_seconds=res.solve_seconds, warm_start=res.warm_start,
             bubble_fraction=None if sch is None else sch.bubble_fraction,
             peak_memory=None if sch is None else list(sch.peak_memory), message=res.message)
     except Exception as exc:  # noqa: BLE001  (reported in the table, never lost)
