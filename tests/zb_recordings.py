@@ -1,5 +1,6 @@
 """The recorded orders of the Zero Bubble authors' schedulers (tests/data/zb, written by
-tests/data/zb/record.py): loading and decoding, shared by the schedule tests."""
+tests/data/zb/record.py): loading, decoding and the instance of a case, shared by the
+schedule tests."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import re
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from cpsched.instance import Instance
 
 DATA = Path(__file__).resolve().parent / "data" / "zb"
 
@@ -37,3 +40,19 @@ def decode(p: int, encoded: list[str]) -> list[list[str]]:
                 seen[key] = seen.get(key, 0) + 1
         out.append(row)
     return out
+
+
+def instance(case: dict[str, Any], placement: str = "v", limit: bool = True) -> Instance:
+    """The case's instance (``limit=False``: without its memory limit)."""
+    memory: dict[str, Any] = {"activation": case["act"], "released_by_input": case["r"]}
+    if limit and case["limit"] is not None:
+        memory["limit"] = case["limit"]
+    return Instance.from_dict({
+        "name": "zb-recorded",
+        "pipeline": {"devices": case["p"], "stages_per_device": 2 if placement == "v" else 1,
+                     "microbatches": case["m"], "placement": placement,
+                     "split_backward": True},
+        "costs": {"forward": case["F"], "backward_input": case["I"],
+                  "backward_weight": case["W"], "p2p_latency": case["lat"]},
+        "memory": memory,
+    })

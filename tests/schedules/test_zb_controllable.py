@@ -8,12 +8,9 @@ on p = 2..16 and m in {1, 2, p, 2p + 1, 64}, with uniform and uneven costs.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from zb_recordings import cases, decode
+from zb_recordings import cases, decode, instance
 
-from cpsched.instance import Instance
 from cpsched.metrics import peak_memory
 from cpsched.schedules import NotApplicable, get_schedule, run_schedule
 from cpsched.validate import validate
@@ -22,22 +19,6 @@ NAMES = ["v-half", "v-min"]
 #: The paper's activation memory, in microbatches (Qi et al. 2024, Table 1; the authors'
 #: table: V-Half (p + 2) // 2, V-Min (p + 4) // 3, 1F1B p).
 PAPER_MICROBATCHES = {"v-half": lambda p: (p + 2) // 2, "v-min": lambda p: (p + 4) // 3}
-
-
-def instance(case: dict[str, Any], placement: str = "v", limit: bool = True) -> Instance:
-    """The case's instance (``limit=False``: without its memory limit)."""
-    memory: dict[str, Any] = {"activation": case["act"], "released_by_input": case["r"]}
-    if limit and case["limit"] is not None:
-        memory["limit"] = case["limit"]
-    return Instance.from_dict({
-        "name": "zb-recorded",
-        "pipeline": {"devices": case["p"], "stages_per_device": 2 if placement == "v" else 1,
-                     "microbatches": case["m"], "placement": placement,
-                     "split_backward": True},
-        "costs": {"forward": case["F"], "backward_input": case["I"],
-                  "backward_weight": case["W"], "p2p_latency": case["lat"]},
-        "memory": memory,
-    })
 
 
 @pytest.mark.parametrize("name", NAMES)

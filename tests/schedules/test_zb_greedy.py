@@ -11,10 +11,8 @@ the authors' code cannot keep: then it fails, and so must the check here).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from zb_recordings import cases, decode
+from zb_recordings import cases, decode, instance
 
 from cpsched.instance import Instance
 from cpsched.metrics import peak_memory
@@ -23,22 +21,6 @@ from cpsched.validate import validate
 
 PLACEMENT = {"zbv-greedy": "v", "zb-auto": "loop"}
 NAMES = list(PLACEMENT)
-
-
-def instance(case: dict[str, Any], placement: str, limit: bool = True) -> Instance:
-    """The case's instance (``limit=False``: without its memory limit)."""
-    memory: dict[str, Any] = {"activation": case["act"], "released_by_input": case["r"]}
-    if limit and case["limit"] is not None:
-        memory["limit"] = case["limit"]
-    return Instance.from_dict({
-        "name": "zb-recorded",
-        "pipeline": {"devices": case["p"], "stages_per_device": 2 if placement == "v" else 1,
-                     "microbatches": case["m"], "placement": placement,
-                     "split_backward": True},
-        "costs": {"forward": case["F"], "backward_input": case["I"],
-                  "backward_weight": case["W"], "p2p_latency": case["lat"]},
-        "memory": memory,
-    })
 
 
 @pytest.mark.parametrize("name", NAMES)
