@@ -64,16 +64,16 @@ __all__ = ["cp_parameters", "solve"]
 
 def _known_schedules(inst: Instance, deadline: float) -> dict[str, Schedule]:
     """Every applicable registered schedule started before ``deadline`` (a perf_counter
-    value), timed: the warm-start candidates.  A generator bug is reported as a warning and
-    leaves no candidates rather than stopping the solve."""
+    value), timed: the warm-start candidates.  A generator whose orders cannot run (a bug in
+    that generator) is reported as a warning and left out; the others stay candidates."""
     from cpsched.schedules import run_all
-    from cpsched.simulate import OrderError
 
-    try:
-        return run_all(inst, deadline)
-    except OrderError as exc:
-        err_console.print(f"warning: a known schedule failed: {exc}", markup=False)
-        return {}
+    failed: dict[str, str] = {}
+    known = run_all(inst, deadline, failed=failed)
+    for name, message in failed.items():
+        err_console.print(f"warning: known schedule {name} failed and is left out: {message}",
+                          markup=False)
+    return known
 
 
 def _reserve(inst: Instance, plot: bool, rows: int) -> float:

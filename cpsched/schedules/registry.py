@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from cpsched.instance import Instance
 from cpsched.model import DeviceOrders, Schedule
-from cpsched.simulate import simulate
+from cpsched.simulate import OrderError, simulate
 
 
 class NotApplicable(ValueError):
@@ -107,7 +107,8 @@ def run_schedule(name: str, instance: Instance) -> Schedule:
     return simulate(instance, spec.orders(instance), method=name)
 
 
-def run_all(instance: Instance, deadline: float | None = None) -> dict[str, Schedule]:
+def run_all(instance: Instance, deadline: float | None = None,
+            failed: dict[str, str] | None = None) -> dict[str, Schedule]:
     """Every applicable schedule, timed: ``{name: schedule}`` (registry order).
 
     Args:
@@ -115,6 +116,12 @@ def run_all(instance: Instance, deadline: float | None = None) -> dict[str, Sche
             list-scheduling portfolio, :attr:`ScheduleSpec.expensive`) run after the
             closed-form ones and only while it has not passed, so a caller's time limit
             bounds this too without losing any closed-form schedule.
+        failed: when given, a generator whose orders cannot run (:class:`OrderError`, a bug
+            in that generator) is left out and recorded here as ``{name: message}``, and
+            the others still run; when None the error propagates.
+
+    Raises:
+        OrderError: a generator's orders cannot run and ``failed`` is None.
     """
     out: dict[str, Schedule] = {}
     specs = applicable_schedules(instance)
@@ -124,7 +131,12 @@ def run_all(instance: Instance, deadline: float | None = None) -> dict[str, Sche
             if spec.expensive and (_optimal_among(instance, out) or (
                     deadline is not None and time.perf_counter() >= deadline)):
                 continue
-            out[spec.name] = simulate(instance, spec.generate(instance), method=spec.name)
+            try:
+                out[spec.name] = simulate(instance, spec.generate(instance), method=spec.name)
+            except OrderError as exc:
+                if failed is None:
+                    raise
+                failed[spec.name] = str(exc)
     finally:
         _DEADLINE.reset(token)
     return {s.name: out[s.name] for s in specs if s.name in out}  # registry order

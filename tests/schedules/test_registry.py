@@ -1,0 +1,51 @@
+"""The registry's ``run_all``: a broken generator is left out and reported, not fatal."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from cpsched.actions import Action, Kind
+from cpsched.cli.app import app
+from cpsched.instance import Instance
+from cpsched.schedules import registry
+from cpsched.simulate import OrderError
+
+
+@pytest.fixture
+def broken(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A registered schedule whose orders miss every action but one (an OrderError)."""
+    name = "broken-for-test"
+    spec = registry.ScheduleSpec(
+        name, "test", "none", "test", check=lambda inst: None,
+        generate=lambda inst: [[Action(Kind.F, 0, 0)]] + [[] for _ in range(inst.p - 1)])
+    monkeypatch.setitem(registry.REGISTRY, name, spec)
+    return name
+
+
+def _inst() -> Instance:
+    return Instance.from_dict({"name": "t", "pipeline": {"devices": 2, "microbatches": 3},
+                               "costs": {"forward": 1, "backward": 2}})
+
+
+def test_run_all_raises_without_failed(broken: str) -> None:
+    with pytest.raises(OrderError):
+        registry.run_all(_inst())
+
+
+def test_run_all_leaves_out_and_records_a_broken_generator(broken: str) -> None:
+    failed: dict[str, str] = {}
+    known = registry.run_all(_inst(), failed=failed)
+    assert broken not in known and "1f1b" in known and "gpipe" in known
+    assert list(failed) == [broken] and "missing" in failed[broken]
+    # 1F1B on p=2 m=3, F=1 B=2: (m + p - 1)(F + B) = 12
+    assert known["1f1b"].makespan == 12
+
+
+def test_solve_command_warns_and_still_solves(broken: str, tmp_path) -> None:  # noqa: ANN001
+    res = CliRunner().invoke(app, ["solve", "-p", "2", "-m", "3", "--forward", "1",
+                                   "--backward", "2", "-o", str(tmp_path), "--no-plot",
+                                   "-w", "1"])
+    assert res.exit_code == 0, res.output
+    assert f"known schedule {broken} failed and is left out" in res.output
+    assert "OPTIMAL" in res.output
