@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from cpsched.actions import Action, Kind
-from cpsched.core import heads_and_tails
+from cpsched.core import HeadsTails, heads_and_tails
 from cpsched.graph import build_task_graph
 from cpsched.instance import Instance
 
@@ -116,13 +116,14 @@ def _device_bound(inst: Instance, d: int, nodes: list[Action], dur: Mapping[Acti
     return DeviceMemoryBound(d, value, t0, work, idle_fill, idle_drain)
 
 
-def fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None
-                     ) -> tuple[int, list[DeviceMemoryBound]]:
+def fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None, *,
+                     ht: HeadsTails | None = None) -> tuple[int, list[DeviceMemoryBound]]:
     """Lower bound (ticks) from the memory limit's fill and drain idle time on each device
     (docs/modelling.md §16), and the per-device terms.  Without a limit, or with an overlap
-    cost, it is the plain per-device bound (head + work)."""
+    cost, it is the plain per-device bound (head + work).  ``ht``: the graph's
+    :func:`heads_and_tails` when the caller has them."""
     g = build_task_graph(inst) if g is None else g
-    head, tail = heads_and_tails(g)
+    head, tail = heads_and_tails(g) if ht is None else ht
     dur = nx.get_node_attributes(g, "duration")
     dev = nx.get_node_attributes(g, "device")
     by_dev: dict[int, list[Action]] = {}
@@ -140,16 +141,18 @@ def fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None
     return max((b.value for b in out), default=0), out
 
 
-def area_bound(inst: Instance, g: nx.DiGraph | None = None) -> int:
+def area_bound(inst: Instance, g: nx.DiGraph | None = None, *,
+               ht: HeadsTails | None = None) -> int:
     """Memory–time area bound (ticks, docs/modelling.md §11): for each device d,
     ``C >= head_d + tail_d + sum_i sum_{s on d} a_s * RT_s / limit`` with ``RT_s`` the
     shortest time from the start of ``F(s, i)`` to the end of its releases (weighted by the
-    fraction each frees).  0 without a limit or with an overlap cost."""
+    fraction each frees).  0 without a limit or with an overlap cost.  ``ht``: the graph's
+    :func:`heads_and_tails` when the caller has them."""
     limit = inst.memory_limit
     if limit is None or limit <= 0 or inst.overlap_forward_backward is not None:
         return 0
     g = build_task_graph(inst) if g is None else g
-    head, tail = heads_and_tails(g)
+    head, tail = heads_and_tails(g) if ht is None else ht
     dev = nx.get_node_attributes(g, "device")
     # dependencies stay inside a microbatch, and every microbatch of one direction has the
     # same chain: compute the round trips once per direction

@@ -58,7 +58,11 @@ def digraph_from(nodes: Iterable[tuple[Task, dict[str, Any]]],
     return g
 
 
-def heads_and_tails(g: nx.DiGraph) -> tuple[dict[Task, int], dict[Task, int]]:
+#: ``(head, tail)`` of :func:`heads_and_tails`: ticks per task.
+HeadsTails = tuple[dict[Task, int], dict[Task, int]]
+
+
+def heads_and_tails(g: nx.DiGraph) -> HeadsTails:
     """ASAP start (``head``) and ``tail`` of every node of a DAG whose nodes carry
     ``duration`` and edges ``lag`` (ticks).
 

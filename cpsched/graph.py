@@ -20,7 +20,7 @@ from functools import partial
 import networkx as nx
 
 from cpsched.actions import Action, Kind
-from cpsched.core import ResourceGraph, digraph_from, heads_and_tails
+from cpsched.core import HeadsTails, ResourceGraph, digraph_from, heads_and_tails
 from cpsched.engine import paused_gc
 from cpsched.instance import Instance
 from cpsched.rules import (
@@ -111,10 +111,12 @@ class LowerBound:
     device_bound: tuple[int, ...]
 
 
-def lower_bound(instance: Instance, g: nx.DiGraph | None = None) -> LowerBound:
-    """Lower bound on the optimal makespan in ticks (see :class:`LowerBound`)."""
+def lower_bound(instance: Instance, g: nx.DiGraph | None = None, *,
+                ht: HeadsTails | None = None) -> LowerBound:
+    """Lower bound on the optimal makespan in ticks (see :class:`LowerBound`).  ``ht``: the
+    graph's :func:`heads_and_tails` when the caller already has them (computed otherwise)."""
     g = build_task_graph(instance) if g is None else g
-    head, tail = heads_and_tails(g)
+    head, tail = heads_and_tails(g) if ht is None else ht
     dur = nx.get_node_attributes(g, "duration")
     cp = max((head[a] + dur[a] + tail[a] for a in g), default=0)
     per_dev = []
