@@ -66,18 +66,27 @@ def _expected_duration(inst: Instance, a: TimedAction) -> float:
 
 
 def validate(schedule: Schedule, instance: Instance | None = None,
-             max_violations: int = 50) -> list[str]:
+             max_violations: int = 50, *, durations: str = "instance") -> list[str]:
     """All violations of docs/spec.md §1 in ``schedule`` (empty list = valid).
 
     Args:
         instance: check against this instance instead of the schedule's own.
         max_violations: stop listing after this many.
+        durations: ``"instance"`` (default): every action and pair lasts the instance's
+            duration (§3.3 rule 3 and 5); ``"as-given"``: durations are taken as they are
+            (a measured run, docs/trace.md) and every other rule is checked.
+
+    Raises:
+        ValueError: ``durations`` is neither of those.
 
     Returns:
         Human-readable violations, e.g. ``"1F0 starts at 4 before 0F0 ends at 5 + lag 0"``.
     """
     inst = instance or schedule.instance
     eps = TOLERANCE
+    if durations not in ("instance", "as-given"):
+        raise ValueError(f"durations = {durations!r}: 'instance' or 'as-given'")
+    timed = durations == "instance"
     out: list[str] = []
     S, m, p = inst.num_stages, inst.m, inst.p
 
@@ -112,7 +121,7 @@ def validate(schedule: Schedule, instance: Instance | None = None,
             return out
         if a.start < -eps and bad(f"{name} starts at {a.start} < 0"):
             return out
-        if a.overlap is None:
+        if a.overlap is None and timed:
             exp = _expected_duration(inst, a)
             if abs((a.end - a.start) - exp) > eps and bad(
                     f"{name} lasts {a.end - a.start:g}; its duration is {exp:g}"):
@@ -177,7 +186,7 @@ def validate(schedule: Schedule, instance: Instance | None = None,
             continue
         exp = ov[f.stage] if ov is not None else (_expected_duration(inst, f)
                                                   + _expected_duration(inst, b))
-        if abs((f.end - f.start) - exp) > eps and bad(
+        if timed and abs((f.end - f.start) - exp) > eps and bad(
                 f"overlap {gid} lasts {f.end - f.start:g}; an overlapped F&B pair lasts {exp:g}"):
             return out
 

@@ -1,7 +1,7 @@
 """Run a cpsched schedule for real in PyTorch and check it against a single-process reference.
 
     python examples/run_torch.py SCHEDULE.json [SCHEDULE.json ...] [--steps 1]
-        [--format compute_only|compute_comms|both]
+        [--format compute_only|compute_comms|both] [--trace-dir DIR]
 
 What it does:
 
@@ -18,6 +18,10 @@ What it does:
    overlapped F&B pairs exactly as exported;
 4. compares every step's loss (mean of the microbatch losses) and every parameter gradient with
    the same model trained in one process on the same data (loss = mean over microbatches).
+
+With ``--trace-dir DIR`` (one schedule, one format) the last step runs under the PyTorch
+profiler on every rank and ``DIR/rank{r}.json`` (Chrome traces) and ``DIR/trace-meta.json``
+are written, for ``cpsched import-trace DIR`` (docs/trace.md).
 
 Several schedule files with the same ``p`` run in one launch (one after the other).  Exit 0
 and a one-line summary per schedule and format when everything matches within
@@ -127,12 +131,17 @@ def run_job(rank: int, job: dict[str, Any], cfg: dict[str, Any]) -> list[dict[st
     sched._load_csv(job["csv"], format=job["fmt"])
     has_first, has_last = 0 in mine, S - 1 in mine
     results = []
-    for _ in range(cfg["steps"]):
+    for k in range(cfg["steps"]):
         for s in mine:
             blocks[s].zero_grad(set_to_none=True)
         losses: list[torch.Tensor] = []
-        sched.step(*((x,) if has_first else ()), target=y if has_last else None,
-                   losses=losses if has_last else None)
+        args = (x,) if has_first else ()
+        if cfg.get("trace_dir") and k == cfg["steps"] - 1:  # profile the last step
+            traced_step(sched, args, y if has_last else None, losses if has_last else None,
+                        Path(cfg["trace_dir"]) / f"rank{rank}.json")
+        else:
+            sched.step(*args, target=y if has_last else None,
+                       losses=losses if has_last else None)
         results.append({
             "losses": [v.detach().item() for v in losses] if has_last else None,
             "grads": {s: {n: (p.grad.clone() if p.grad is not None else None)
@@ -144,6 +153,20 @@ def run_job(rank: int, job: dict[str, Any], cfg: dict[str, Any]) -> list[dict[st
                     if p.grad is not None:
                         p -= cfg["lr"] * p.grad
     return results
+
+
+def traced_step(sched: Any, args: tuple[torch.Tensor, ...], target: torch.Tensor | None,
+                losses: list[torch.Tensor] | None, path: Path) -> None:
+    """One training step under the PyTorch profiler (CPU activity), its Chrome trace written to
+    ``path``.  The runtime wraps every action of the rank in ``record_function("PP:{action}")``
+    (e.g. ``PP:1F0``, ``PP:0RECV_B2``); ``cpsched import-trace`` reads those ranges.  A barrier
+    first, so that the ranks enter the step together (the importer does not rely on it)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    dist.barrier()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        sched.step(*args, target=target, losses=losses)
+    prof.export_chrome_trace(str(path))
 
 
 def worker(rank: int, cfg: dict[str, Any]) -> None:
@@ -220,6 +243,36 @@ def compare(job: dict[str, Any], cfg: dict[str, Any],
     return loss_diff, grad_diff
 
 
+# --------------------------------------------------------------------------- tracing
+TRACE_META = "trace-meta.json"
+
+
+def trace_dir_problem(path: Path, n_schedules: int, n_formats: int) -> str | None:
+    """Why ``--trace-dir`` cannot be used (None: it can); the directory is created."""
+    if n_schedules != 1 or n_formats != 1:
+        return "traces one run: give one schedule file and one --format"
+    if path.exists() and not path.is_dir():
+        return "exists and is not a directory"
+    path.mkdir(parents=True, exist_ok=True)
+    if any(path.glob("rank*.json")) or (path / TRACE_META).exists():
+        return "holds traces already; give a new or empty directory"
+    return None
+
+
+def write_trace_meta(path: Path, job: dict[str, Any], args: argparse.Namespace) -> None:
+    """``DIR/trace-meta.json``: what ran (ranks, CSV format, the planned schedule's file and
+    instance shape, model size) so that a trace can be told apart from another."""
+    import json
+
+    meta = {"format": "cpsched.torch-trace/1", "ranks": job["p"], "stages": job["S"],
+            "microbatches": job["m"], "csv_format": job["fmt"],
+            "files": [f"rank{r}.json" for r in range(job["p"])],
+            "schedule": str(Path(args.schedules[0]).resolve()), "label": job["label"],
+            "width": args.width, "microbatch_size": args.microbatch_size,
+            "dtype": args.dtype, "steps": args.steps, "profiled_step": args.steps - 1}
+    (path / TRACE_META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("schedules", nargs="+", metavar="SCHEDULE.json",
@@ -241,11 +294,20 @@ def main(argv: list[str] | None = None) -> int:
                          "scaled by 1/m, so the check must fail (a negative control)")
     ap.add_argument("--keep", metavar="DIR", default=None,
                     help="write the exported CSVs and per-rank results here")
+    ap.add_argument("--trace-dir", metavar="DIR", default=None,
+                    help="profile the last step on every rank and write the PyTorch profiler "
+                         "Chrome traces DIR/rank{r}.json and DIR/trace-meta.json (one schedule "
+                         "and one format; read them with `cpsched import-trace DIR`)")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.width < 1 or args.microbatch_size < 1:
         print("error: --steps, --width and --microbatch-size must be >= 1", file=sys.stderr)
         return 2
     formats = FORMATS if args.format == "both" else (args.format,)
+    if args.trace_dir is not None:
+        problem = trace_dir_problem(Path(args.trace_dir), len(args.schedules), len(formats))
+        if problem:
+            print(f"error: --trace-dir {args.trace_dir}: {problem}", file=sys.stderr)
+            return 2
     jobs: list[dict[str, Any]] = []
     try:
         for k, path in enumerate(args.schedules):
@@ -279,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             group = [job for job in jobs if job["p"] == p]
             cfg = {"p": p, "jobs": group, "width": args.width, "mb_size": args.microbatch_size,
                    "dtype": args.dtype, "seed": args.seed, "lr": args.lr, "steps": args.steps,
-                   "out": str(out), "port": free_port()}
+                   "out": str(out), "port": free_port(), "trace_dir": args.trace_dir}
             t0 = time.monotonic()
             failure = launch(cfg, args.timeout)
             seconds = time.monotonic() - t0
@@ -300,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'OK  ' if good else 'FAIL'} {job['label']}: steps={args.steps} "
                       f"max|dloss|={loss_diff:.3g} max|dgrad|={grad_diff:.3g} (tol {tol:g}); "
                       f"{p} ranks ran {len(group)} job(s) in {seconds:.1f} s")
+                if args.trace_dir is not None:
+                    write_trace_meta(Path(args.trace_dir), job, args)
     return 0 if ok else 1
 
 
