@@ -24,6 +24,7 @@ from cpsched.solver import isolated
 from cpsched.solver.overlap import pair_solution
 from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.progress import Progress, ProgressCallback
+from cpsched.solver.relaxation import MAX_ACTIONS, DeviceRelaxation, relaxation_bound
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
 
@@ -76,12 +77,47 @@ def combinatorial_bound(inst: Instance) -> int:
     """The best bound (ticks) proven before any search: with overlapped pairs the relaxed
     bound (docs/modelling.md §4 assumes none); else the plain bound and the memory-aware
     fill/drain and area bounds (docs/modelling.md §11, §16)."""
+    return _bounds(inst)[0]
+
+
+def _bounds(inst: Instance) -> tuple[int, Any, Any]:
+    """:func:`combinatorial_bound`, the task graph and its heads and tails."""
     g = build_task_graph(inst)
-    if inst.overlap_forward_backward is not None:
-        return overlap_lower_bound(inst, g)
     ht = heads_and_tails(g)  # once for the three bounds (~0.2 s at 50k actions)
+    if inst.overlap_forward_backward is not None:
+        return overlap_lower_bound(inst, g), g, ht
     return max(lower_bound(inst, g, ht=ht).value, fill_drain_bound(inst, g, ht=ht)[0],
-               area_bound(inst, g, ht=ht))
+               area_bound(inst, g, ht=ht)), g, ht
+
+
+#: share of the remaining time, and at most this many seconds, for the one-device relaxation
+_RELAX_SHARE, _RELAX_MAX_SECONDS = 0.3, 30.0
+#: CP-SAT deterministic time for the relaxation when there is no time limit (reproducible)
+RELAX_DETERMINISTIC_TIME = 20.0
+
+
+def _relax_reserve(inst: Instance, g: Any, deadline: float, open_gap: bool) -> float:
+    """Seconds kept from the search for the one-device relaxation: its share of the time
+    left when it applies (a memory limit, no overlap cost, a gap to close, small devices)."""
+    if (not open_gap or inst.memory_limit is None or inst.overlap_forward_backward is not None
+            or g.number_of_nodes() > MAX_ACTIONS * inst.p):
+        return 0.0
+    return min(_RELAX_SHARE * (deadline - time.perf_counter()), _RELAX_MAX_SECONDS)
+
+
+def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: float | None,
+             search_deterministic_time: float) -> tuple[int, list[DeviceRelaxation]]:
+    """The one-device relaxation bound (docs/modelling.md §21) in the time left; without a
+    deadline deterministic, within :data:`RELAX_DETERMINISTIC_TIME` and at most the search's
+    own deterministic limit."""
+    if deadline is None:
+        dt = min(RELAX_DETERMINISTIC_TIME, search_deterministic_time)
+        return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt)
+    wall = deadline - time.perf_counter() - _RESERVE
+    if wall < 0.2:
+        return lb, []
+    return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=4 * wall,
+                            time_limit=wall)
 
 
 def solve(
@@ -131,15 +167,48 @@ def solve(
 
         # expensive searches among the known schedules stop after a third of the budget
         candidates = run_all(inst, None if deadline is None else t0 + float(time_limit) / 3)
-    lb = combinatorial_bound(inst)
-    warm, hint, horizon, model = _warm_model(inst, candidates, lb)
-    params = _parameters(deadline, workers, seed, parameters)
+    lb, g, ht = _bounds(inst)
+    warm, hint, horizon, pairs = _warm_start(inst, candidates)
+    model = _model(inst, hint, horizon, lb, pairs)
+    # the search leaves the relaxation its share of the time (used only if the gap stays open)
+    search_deadline = None if deadline is None else deadline - _relax_reserve(
+        inst, g, deadline, lb < horizon)
+    params = _parameters(search_deadline, workers, seed, parameters)
     # a restricted pair set, or parameters that fix variables, make CP-SAT's bound one of a
     # smaller model: then only the combinatorial bound is proven
     trust = not model.restricted and not params.fix_variables_to_their_hinted_value
     cb = Progress(inst, t0, on_progress, min(lb, horizon), trust_bound=trust)
     cb.report()
-    out = _run_search(model.model, params, deadline, cb, on_solver)
+    stop = _TrackedStop(on_solver)
+    out = _run_search(model.model, params, search_deadline, cb, stop.give)
+    schedule, makespan, bound = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
+    relaxed: list[DeviceRelaxation] = []
+    if bound < makespan and not stop.requested:
+        relaxed_bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,
+                                          params.max_deterministic_time)
+        bound = max(bound, relaxed_bound)
+    message = _restricted_message(model)
+    _certify(schedule, min(bound, makespan), t0, warm, horizon, message)
+    return Result(
+        schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
+        solver_status=out.status_name, message=message,
+        stats=dict(out.stats) | {
+            "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
+            "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
+                                for r in relaxed],
+            "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
+            "restricted": model.restricted},
+    )
+
+
+def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: int, lb: int,
+             progress_bound: int, trust: bool) -> tuple[Schedule, int, int]:
+    """The better of hint and CP-SAT's solution, its makespan and the bound proven so far
+    (ticks).
+
+    Raises:
+        RuntimeError: CP-SAT reported the hinted model infeasible (a model bug).
+    """
     if out.code == cp_model.INFEASIBLE:
         # the hint is feasible by construction, so this means the model rejected it
         raise RuntimeError("CP-SAT reported INFEASIBLE with a valid hint: model bug")
@@ -150,17 +219,27 @@ def solve(
     bound = lb
     if trust and out.bound is not None:
         # CP-SAT's proven bound; its OPTIMAL status alone is no proof (gap limits stop early)
-        bound = max(bound, cb.bound, int(math.ceil(out.bound - 1e-9)))
-    message = _restricted_message(model)
-    _certify(schedule, min(bound, makespan), t0, warm, horizon, message)
-    return Result(
-        schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
-        solver_status=out.status_name, message=message,
-        stats=dict(out.stats) | {
-            "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
-            "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
-            "restricted": model.restricted},
-    )
+        bound = max(bound, progress_bound, int(math.ceil(out.bound - 1e-9)))
+    return schedule, makespan, bound
+
+
+class _TrackedStop:
+    """Passes the search's stop handle on to ``on_solver`` and remembers whether it was used
+    (after a Ctrl-C no further bound is computed)."""
+
+    def __init__(self, on_solver: Callable[[Any], None] | None) -> None:
+        self.on_solver, self.handle, self.requested = on_solver, None, False
+
+    def give(self, handle: Any) -> None:
+        self.handle = handle
+        if self.on_solver is not None:
+            self.on_solver(self)
+
+    def stop_search(self) -> None:
+        """Stop the search (the best solution so far is kept)."""
+        self.requested = True
+        if self.handle is not None:
+            self.handle.stop_search()
 
 
 #: seconds kept back from the time limit for reading the solution and validating it
@@ -220,21 +299,26 @@ def _restricted_message(model: PipelineModel) -> str:
             "restricted set; the bound is the combinatorial one")
 
 
-def _warm_model(inst: Instance, candidates: Mapping[str, Schedule], lb: int
-                ) -> tuple[str, Any, int, PipelineModel]:
-    """The warm start (name, hint in the model's terms, horizon in ticks) and the model
-    built at that horizon with the hint added."""
+def _warm_start(inst: Instance, candidates: Mapping[str, Schedule]
+                ) -> tuple[str, Any, int, Any]:
+    """The warm start: name, hint in the model's terms, horizon (ticks), and the overlapped
+    pairs the model must allow (None without an overlap cost)."""
     warm, hint_rows, horizon = best_warm_start(inst, candidates)
-    hint: Any
     if inst.overlap_forward_backward is not None:
         hint = pair_solution(inst, hint_rows)
-        horizon = hint.makespan  # fusing an overlapped I alone can only shorten it
-        model = PipelineModel(inst, horizon, min(lb, horizon), pairs=hint.pairs)
+        # fusing an overlapped I alone can only shorten it
+        return warm, hint, hint.makespan, hint.pairs
+    return warm, {a.action: inst.ticks(a.start) for a in hint_rows}, horizon, None
+
+
+def _model(inst: Instance, hint: Any, horizon: int, lb: int, pairs: Any) -> PipelineModel:
+    """The pipeline model at ``horizon`` with the hint added."""
+    if pairs is not None:
+        model = PipelineModel(inst, horizon, min(lb, horizon), pairs=pairs)
     else:
-        hint = {a.action: inst.ticks(a.start) for a in hint_rows}
         model = PipelineModel(inst, horizon, min(lb, horizon))
     model.add_hint(hint)
-    return warm, hint, horizon, model
+    return model
 
 
 def _certify(schedule: Schedule, bound: int, t0: float, warm: str, horizon: int,

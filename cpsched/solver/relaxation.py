@@ -1,0 +1,237 @@
+"""The one-device relaxation bound (docs/modelling.md §21).
+
+Keep one device ``d`` as it is — its actions, ``NoOverlap``, its memory limit — and give every
+other device unlimited capacity.  What the other devices do then shrinks to fixed time lags:
+an action of ``d`` cannot start before its head (the longest chain before it), the makespan is
+at least its end plus its tail, and two actions of ``d`` in one microbatch are at least the
+longest chain between them apart.  Every schedule of the instance, restricted to ``d``, is a
+schedule of this relaxation with the same makespan or less, so the relaxation's optimum — or
+any lower bound CP-SAT proves on it — is a lower bound on the instance's optimum.
+
+On memory-capped instances this is where the bound gains: the device must interleave its
+forwards and backwards so that few microbatches are live, and its own actions then collide
+(e.g. p=4 v=2 m=16 F=5 B=10 limit 6: the other bounds give 555, this one 590, best schedule
+known 595).  The model is small (one device's actions), FIFO per (kind, stage, direction) and
+the implied memory precedences hold in it for the same reasons as in the full model
+(docs/modelling.md §1, §2, §14).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+from ortools.sat.python import cp_model
+
+from cpsched.actions import Action, Kind
+from cpsched.core import HeadsTails
+from cpsched.instance import Instance
+from cpsched.rules import release_actions
+from cpsched.schedules.transforms import direction
+
+#: Devices with more actions than this are not relaxed (the model would not be small).
+MAX_ACTIONS = 200
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class DeviceRelaxation:
+    """The relaxation of one device: ``bound`` (ticks, proven), whether CP-SAT ``solved`` it
+    to optimality, and its ``seconds``."""
+
+    device: int
+    bound: int
+    solved: bool
+    seconds: float
+
+
+def _lags(g: nx.DiGraph, dur: Mapping[Action, int], nodes: list[Action]
+          ) -> dict[tuple[Action, Action], int]:
+    """Longest chain (ticks) from the end of ``a`` to the start of ``b`` for every ordered
+    pair of ``nodes`` (one microbatch's actions on one device) joined by a path."""
+    topo = {a: k for k, a in enumerate(nx.topological_sort(g.subgraph(nx.descendants(
+        g, nodes[0]) | set().union(*(nx.descendants(g, a) for a in nodes)) | set(nodes))))}
+    out: dict[tuple[Action, Action], int] = {}
+    for a in nodes:
+        dist = {a: 0}
+        for x in sorted(nx.descendants(g, a), key=topo.__getitem__):
+            best = -1
+            for u, e in g._pred[x].items():  # noqa: SLF001 - read-only
+                if u in dist:
+                    best = max(best, dist[u] + (dur[u] if u != a else 0) + e["lag"])
+            if best >= 0:
+                dist[x] = best
+        for b in nodes:
+            if b != a and b in dist:
+                out[(a, b)] = dist[b]
+    return out
+
+
+def _representatives(inst: Instance) -> dict[int, int]:
+    """``{microbatch: representative}``: every microbatch of a direction has the same chain
+    (durations and lags depend on the stage and direction only)."""
+    reps: dict[int, int] = {}
+    first: dict[int, int] = {}
+    for i in range(inst.m):
+        reps[i] = first.setdefault(direction(inst, i), i)
+    return reps
+
+
+def _device_lags(inst: Instance, g: nx.DiGraph, dur: Mapping[Action, int],
+                 nodes: list[Action]) -> list[tuple[Action, Action, int]]:
+    """Lags between the device's actions of each microbatch, computed once per direction."""
+    reps = _representatives(inst)
+    by_mb: dict[int, list[Action]] = {}
+    for a in nodes:
+        by_mb.setdefault(a.microbatch, []).append(a)
+    rep_lags = {r: _lags(g, dur, by_mb[r]) for r in set(reps.values()) if r in by_mb}
+    out = []
+    for i in by_mb:
+        for (a, b), lag in rep_lags.get(reps[i], {}).items():
+            out.append((Action(a.kind, a.stage, i), Action(b.kind, b.stage, i), lag))
+    return out
+
+
+def _memory(inst: Instance, m: cp_model.CpModel, start: Mapping[Action, cp_model.IntVar],
+            dur: Mapping[Action, int], nodes: list[Action], horizon: int) -> None:
+    """The device's memory limit (cumulative over live intervals) and the implied FIFO
+    memory precedences (docs/modelling.md §2, §14)."""
+    limit = inst.memory_limit
+    if limit is None:
+        return
+    sc = inst.memory_scale
+    ivs, amounts = [], []
+    for f in nodes:
+        if f.kind != Kind.F:
+            continue
+        for rel, frac in release_actions(inst, f.stage, f.microbatch):
+            amount = math.ceil(inst.activation[f.stage] * frac * sc - 1e-6)
+            if amount <= 0:
+                continue
+            end = start[rel] + dur[rel]
+            size = m.new_int_var(0, horizon, "")
+            m.add(size == end - start[f])
+            ivs.append(m.new_interval_var(start[f], size, end, ""))
+            amounts.append(amount)
+    cap = math.floor(limit * sc + 1e-6)
+    if sum(amounts) > cap:
+        m.add_cumulative(ivs, amounts, cap)
+    if inst.placement == "bidirectional":
+        return
+    stages = sorted({a.stage for a in nodes})
+    held, a1 = 0.0, inst.activation[stages[0]]
+    for s in stages:
+        a_s = inst.activation[s]
+        held += a_s
+        rel = release_actions(inst, s, 0)[0][0].kind
+        if a_s > 0:  # at most k microbatches live on s while earlier stages hold theirs
+            k = max(1, math.floor((limit - held + a_s) / a_s + _EPS))
+            for i in range(inst.m - k):
+                m.add(start[Action(Kind.F, s, i + k)] >= start[Action(rel, s, i)]
+                      + dur[Action(rel, s, i)])
+        if s != stages[0] and a1 > 0:  # footprint precedences
+            k = math.floor((limit - held) / a1 + _EPS) + 1
+            for i in range(max(0, inst.m - k)):
+                m.add(start[Action(Kind.F, stages[0], i + k)] >= start[Action(rel, s, i)]
+                      + dur[Action(rel, s, i)])
+
+
+def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: int,
+                 upper: int, *, deterministic_time: float, time_limit: float | None = None,
+                 ) -> DeviceRelaxation:
+    """Solve the relaxation of device ``d`` (see the module docstring) with CP-SAT, one
+    worker, within ``deterministic_time`` (and ``time_limit`` wall seconds, if given).
+
+    Args:
+        g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and tails.
+        lower, upper: a known lower bound and a known makespan (ticks); the relaxation's
+            optimum is searched in between.
+
+    Returns:
+        :class:`DeviceRelaxation` whose ``bound`` is CP-SAT's proven bound (at least
+        ``lower``, at most ``upper``).
+    """
+    head, tail = ht
+    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
+    dev = nx.get_node_attributes(g, "device")
+    nodes = [a for a in g if dev[a] == d]
+    m = cp_model.CpModel()
+    start = {a: m.new_int_var(head[a], max(head[a], upper - dur[a] - tail[a]), "s")
+             for a in nodes}
+    m.add_no_overlap([m.new_fixed_size_interval_var(start[a], dur[a], "") for a in nodes])
+    for a, b, lag in _device_lags(inst, g, dur, nodes):
+        m.add(start[b] >= start[a] + dur[a] + lag)
+    for a in nodes:  # FIFO per (kind, stage, direction): docs/modelling.md §1
+        nxt = Action(a.kind, a.stage, a.microbatch + 1)
+        if nxt in start and direction(inst, a.microbatch) == direction(inst, nxt.microbatch):
+            m.add(start[nxt] >= start[a] + dur[a])
+    _memory(inst, m, start, dur, nodes, upper)
+    makespan = m.new_int_var(lower, upper, "makespan")
+    for a in nodes:
+        m.add(makespan >= start[a] + dur[a] + tail[a])
+    m.minimize(makespan)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_deterministic_time = deterministic_time
+    if time_limit is not None:
+        solver.parameters.max_time_in_seconds = max(0.01, time_limit)
+    code = solver.solve(m)
+    if code == cp_model.INFEASIBLE:  # no schedule below upper: upper is optimal for d
+        return DeviceRelaxation(d, upper, True, solver.wall_time)
+    bound = max(lower, int(math.ceil(solver.best_objective_bound - 1e-9)))
+    return DeviceRelaxation(d, min(bound, upper), code == cp_model.OPTIMAL, solver.wall_time)
+
+
+def pressured_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int) -> list[int]:
+    """The ``top`` devices most likely to give the best relaxation: the devices holding a
+    first stage (the longest round trips: device 0, and p - 1 under bidirectional placement),
+    then the highest per-device fill/drain bound (docs/modelling.md §16), ties to the lower
+    index."""
+    from cpsched.bounds import fill_drain_bound
+
+    first = [0, inst.p - 1] if inst.placement == "bidirectional" else [0]
+    per_device = fill_drain_bound(inst, g, ht=ht)[1]
+    ranked = [b.device for b in sorted(per_device, key=lambda b: (-b.value, b.device))]
+    return list(dict.fromkeys(first + ranked))[:top]
+
+
+def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
+                     *, deterministic_time: float, time_limit: float | None = None,
+                     top: int = 1) -> tuple[int, list[DeviceRelaxation]]:
+    """The best one-device relaxation bound (ticks) over the ``top`` most pressured devices
+    (:func:`pressured_devices`), and each device's result.
+
+    The budget — ``deterministic_time`` (CP-SAT's deterministic units, reproducible) and
+    ``time_limit`` (wall seconds, if given) — is split evenly.  Nothing is relaxed (``lower``
+    is returned) without a memory limit, with an overlap cost, when ``lower >= upper``, or
+    for a device with more than :data:`MAX_ACTIONS` actions.
+    """
+    if (inst.memory_limit is None or inst.overlap_forward_backward is not None
+            or lower >= upper):
+        return lower, []
+    dev = nx.get_node_attributes(g, "device")
+    counts: dict[int, int] = {}
+    for a in g:
+        counts[dev[a]] = counts.get(dev[a], 0) + 1
+    todo = [d for d in pressured_devices(inst, g, ht, top) if counts.get(d, 0) <= MAX_ACTIONS]
+    out: list[DeviceRelaxation] = []
+    best = lower
+    for k, d in enumerate(todo):
+        share = 1 / (len(todo) - k)
+        wall = None if time_limit is None else (time_limit - sum(r.seconds for r in out)) * share
+        if wall is not None and wall <= 0.05:
+            break
+        r = relax_device(inst, g, ht, d, best, upper,
+                         deterministic_time=deterministic_time / len(todo), time_limit=wall)
+        out.append(r)
+        best = max(best, r.bound)
+        if best >= upper:
+            break
+    return best, out
+
+
+__all__ = ["MAX_ACTIONS", "DeviceRelaxation", "pressured_devices", "relax_device",
+           "relaxation_bound"]

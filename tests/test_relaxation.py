@@ -1,0 +1,91 @@
+"""The one-device relaxation bound (cpsched/solver/relaxation.py, docs/modelling.md §21):
+never above a proven optimum, above the combinatorial bound where memory makes a device's own
+actions collide, and used by ``solve`` only where it applies."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cpsched.solver.facade as facade
+from cpsched import solve
+from cpsched.instance import Instance, InstanceError
+from cpsched.solver.relaxation import pressured_devices, relax_device, relaxation_bound
+
+
+def _without_relaxation(monkeypatch: pytest.MonkeyPatch, inst: Instance) -> facade.Result:
+    """The full model's proof alone (relaxation switched off), deterministic."""
+    with monkeypatch.context() as mp:
+        mp.setattr(facade, "relaxation_bound", lambda inst, g, ht, lb, up, **kw: (lb, []))
+        return solve(inst, time_limit=None, workers=1)
+
+
+def _relax_all(inst: Instance, upper: int) -> list[int]:
+    lb, g, ht = facade._bounds(inst)  # noqa: SLF001
+    return [relax_device(inst, g, ht, d, 0, upper, deterministic_time=5).bound
+            for d in range(inst.p)]
+
+
+def test_relaxation_proves_what_the_other_bounds_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+    # p=3 v=2 m=12, F=5 B=10, limit 3: the combinatorial bound is 540; the full model proves
+    # 585 optimal; device 0's relaxation alone gives the same 585
+    inst = make(3, 2, 12, limit=3)
+    assert facade.combinatorial_bound(inst) == 540
+    full = _without_relaxation(monkeypatch, inst)
+    assert full.status == "OPTIMAL" and full.makespan == 585
+    lb, g, ht = facade._bounds(inst)  # noqa: SLF001
+    r = relax_device(inst, g, ht, 0, lb, 600, deterministic_time=20)
+    assert r.solved and r.bound == 585
+
+
+def test_solve_reports_the_relaxation_it_used() -> None:
+    inst = make(4, 2, 8, limit=4)  # combinatorial 360, optimum 435 (relaxation: 435)
+    assert facade.combinatorial_bound(inst) == 360
+    # a search too short to prove anything: the bound comes from the relaxation
+    res = solve(inst, time_limit=None, workers=1, parameters={"max_number_of_conflicts": 10})
+    assert res.lower_bound == 435 and res.makespan >= 435
+    assert res.stats["relaxed_devices"] == [(0, 435, True)]
+    assert res.status == ("OPTIMAL" if res.makespan == 435 else "FEASIBLE")
+
+
+def test_relaxation_not_used_where_it_does_not_apply() -> None:
+    g_inst = make(4, 1, 8)  # no memory limit
+    lb, g, ht = facade._bounds(g_inst)  # noqa: SLF001
+    assert relaxation_bound(g_inst, g, ht, lb, lb + 50, deterministic_time=1) == (lb, [])
+    ov = make(4, 1, 8, overlap=12, limit=8)  # an overlap cost
+    lb, g, ht = facade._bounds(ov)  # noqa: SLF001
+    assert relaxation_bound(ov, g, ht, lb, lb + 50, deterministic_time=1) == (lb, [])
+
+
+def test_pressured_devices_start_with_a_first_stage() -> None:
+    inst = make(4, 2, 8, limit=4)
+    lb, g, ht = facade._bounds(inst)  # noqa: SLF001
+    assert pressured_devices(inst, g, ht, 2)[0] == 0
+    bi = make(4, 1, 8, placement="bidirectional", limit=8)
+    lb, g, ht = facade._bounds(bi)  # noqa: SLF001
+    assert pressured_devices(bi, g, ht, 2) == [0, 3]
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(p=st.integers(2, 3), v=st.integers(1, 2), m=st.integers(2, 6), split=st.booleans(),
+       extra=st.integers(0, 3), latency=st.sampled_from([0, 1]),
+       placement=st.sampled_from(["loop", "v"]))
+def test_relaxation_never_exceeds_a_proven_optimum(
+        monkeypatch: pytest.MonkeyPatch, p: int, v: int, m: int, split: bool, extra: int,
+        latency: int, placement: str) -> None:
+    if placement == "v" and v != 2:
+        v = 2
+    kw = {"I": 2, "W": 1, "B": None} if split else {"B": 3}
+    try:  # the smallest accepted limit is a device's footprint: v activations
+        inst = make(p, v, m, F=2, limit=v + extra, latency=latency, placement=placement,
+                    released_by_input=0.5 if split else 0.0, **kw)
+    except InstanceError:
+        return
+    full = _without_relaxation(monkeypatch, inst)
+    if full.status != "OPTIMAL":
+        return
+    opt = inst.ticks(full.makespan)
+    assert max(_relax_all(inst, opt)) <= opt
