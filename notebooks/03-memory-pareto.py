@@ -14,14 +14,19 @@
 # One model, three ways to place it.  An 8-layer model on `p = 4` devices, 8 microbatches,
 # split backward with `F = I = W = 1` and 1 activation unit per layer:
 #
-# * `loop`, `v = 1`: 2 layers per stage (F = I = W = 2, activation 2): 1F1B, ZB-H1, ZB-H2;
+# * `loop`, `v = 1`: 2 layers per stage (F = I = W = 2, activation 2): 1F1B, ZB-H1, ZB-H2
+#   and the Zero Bubble authors' automatic schedule ZB-auto;
 # * `loop`, `v = 2`: 1 layer per stage: Megatron's interleaved 1F1B, interleaved ZB;
-# * `v`, `v = 2`: the V placement: ZB-V (and DualPipe-V).
+# * `v`, `v = 2`: the V placement: ZB-V, DualPipe-V, and the Zero Bubble authors'
+#   memory-controllable V-Half and V-Min and their greedy ZBV.
 #
-# For each, `pareto_front` solves the instance under every per-device memory limit from
-# the least possible up to what the unconstrained optimum uses; the known schedules are
-# placed at their own peak memory.  Filled dots are proven optimal, hollow ones the best
-# found within the (deterministic) budget.
+# `pareto_fronts` solves each instance under every per-device memory limit from the least
+# possible up to what the unconstrained optimum uses — every (instance, limit) solve a
+# task on a local Dask cluster (pass `scheduler="tcp://HOST:PORT"` for a real cluster, and
+# `study=DIR` to keep each solve on disk and resume; docs/studies.md).  The known schedules
+# are placed at their own peak memory.  Filled dots are proven optimal, hollow ones the best
+# found within the deterministic budget (CP-SAT `max_deterministic_time`, one thread per
+# solve: the same front on any machine).
 
 # %%
 from pathlib import Path
@@ -31,7 +36,7 @@ import pandas as pd
 from IPython.display import display
 
 from cpsched import Instance, plots
-from cpsched.study import pareto_front, schedule_points
+from cpsched.study import pareto_fronts, schedule_points
 
 ROOT = Path.cwd().parent if (Path.cwd().parent / "instances").is_dir() else Path.cwd()
 pd.set_option("display.width", 160)
@@ -53,16 +58,18 @@ def model(v: int, placement: str, name: str) -> Instance:
 
 
 CASES = [
-    (model(1, "loop", "loop-v1"), ["1f1b", "zb-h1", "zb-h2"]),
+    (model(1, "loop", "loop-v1"), ["1f1b", "zb-h1", "zb-h2", "zb-auto"]),
     (model(2, "loop", "loop-v2"), ["interleaved-1f1b", "interleaved-zb"]),
-    (model(2, "v", "v-shape"), ["zbv", "dualpipev"]),
+    (model(2, "v", "v-shape"), ["zbv", "dualpipev", "v-half", "v-min", "zbv-greedy"]),
 ]
 
 # %%
-fronts, points = {}, {}
+fronts = pareto_fronts([inst for inst, _ in CASES], time_limit=None, workers=1,
+                       parameters=DET, jobs=2)
+points = {inst.name: schedule_points(inst, names) for inst, names in CASES}
 for inst, names in CASES:
-    fronts[inst.name] = pareto_front(inst, time_limit=30, workers=1, parameters=DET)
-    points[inst.name] = schedule_points(inst, names)
+    missing = set(names) - {name for name, _, _ in points[inst.name]}
+    assert not missing, f"{inst.name}: not applicable: {missing}"
     print(inst.name, [(pt.limit, pt.makespan, pt.status) for pt in fronts[inst.name]])
 
 # %%

@@ -1,15 +1,20 @@
-"""The comparison study: grids, the heuristic-vs-optimal table, its files, the Pareto front."""
+"""The comparison study: grids, the heuristic-vs-optimal table, its files, the Pareto front,
+study directories (resume, added points, failed tasks, partial reports) — in this process;
+the Dask cluster tests are in test_study_dask.py and test_study_cluster.py."""
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import INSTANCES, make
 
+import cpsched.study.parallel as parallel
 from cpsched.instance import InstanceError
+from cpsched.outputs import OutputError
 from cpsched.schedules import REGISTRY, run_schedule
 from cpsched.solver import best_warm_start, serialise_overlaps
 from cpsched.study import (
@@ -19,11 +24,14 @@ from cpsched.study import (
     load_grid,
     memory_quantum,
     pareto_front,
+    pareto_fronts,
+    read_report,
     schedule_points,
     to_markdown,
     with_memory_limit,
     write_results,
 )
+from cpsched.study.directory import SolverSettings, StudyDir, task_id
 from cpsched.validate import validate
 
 DET = {"max_deterministic_time": 2.0}
@@ -279,3 +287,179 @@ def test_compare_module_reexports_study() -> None:
     import cpsched.study as study
 
     assert all(getattr(old, name) is getattr(study, name) for name in study.__all__)
+
+
+# -------------------------------------------------------------------- study directories
+STUDY_KW = {"time_limit": None, "workers": 1, "jobs": 1, "progress": False, "parameters": DET}
+
+
+def _compare(insts: list, study: Path, ran: list[str] | None = None, **kw: object
+             ) -> pd.DataFrame:
+    cb = None if ran is None else (lambda task, *_: ran.append(task.task_id))
+    return compare(insts, **{**STUDY_KW, **kw}, study=study, on_result=cb)
+
+
+def _files(study: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((study / "results").iterdir())}
+
+
+def test_task_id_stable_keyed_by_content_limit_and_settings() -> None:
+    a, b = make(2, 1, 4, F=1, B=2, name="a"), make(2, 1, 4, F=1.0, B=2.0, name="b")
+    det = SolverSettings(None, 1, 0, DET)
+    tid = task_id(a, None, det)
+    # pinned: the same on every machine and in every run (a rerun finds its results)
+    assert tid == "c6f60e0f57147911e7d6" and re.fullmatch("[0-9a-f]{20}", tid)
+    assert task_id(b, None, det) == tid  # names and 1 vs 1.0 do not matter
+    assert task_id(a, 2, det) != tid and task_id(a.replace(**{"memory.limit": 2}), 2, det) \
+        == task_id(a, 2, det)
+    assert task_id(a, None, SolverSettings(10, 1, 0, DET)) != tid
+    assert task_id(a, None, SolverSettings(None, 1, 1, DET)) != tid
+
+
+def test_study_rerun_solves_nothing_and_new_points_only(tmp_path: Path) -> None:
+    study = tmp_path / "s"
+    a = make(2, 1, 4, F=1, B=2, name="a")
+    b = make(2, 2, 4, F=1, I=1, W=1, limit=3, name="b")
+    ran: list[str] = []
+    first = _compare([a], study, ran)
+    files = _files(study)
+    assert len(ran) == len(files) == 1  # a's schedules all fit under its unlimited optimum
+    assert sorted(files) == sorted(f"{t}.csv" for t in ran)
+    ran.clear()
+    again = _compare([a], study, ran)
+    assert ran == [] and again.equals(first)  # read back exactly, solve_seconds included
+    both = _compare([a, b], study, ran)  # the grid grew: only b is solved
+    assert ran[0] == task_id(b, None, SolverSettings(None, 1, 0, DET))  # b's unlimited first
+    assert {p: d for p, d in _files(study).items() if p in files} == files  # untouched
+    assert len(_files(study)) == 1 + len(ran)
+    assert both[both["instance"] == "a"].reset_index(drop=True).equals(first)
+    rep = read_report(study)
+    assert rep.table.equals(both) and (rep.finished, rep.total) == (2, 2)
+    assert rep.statuses == {"OPTIMAL": len(both)}
+    assert [i.name for i in StudyDir(study).instances()] == ["a", "b"]
+    assert sorted(p.name for p in (study / "runs").iterdir()) == [
+        "run-2.toml", "run-3.toml", "run.toml"]
+
+
+def test_study_keeps_its_settings(tmp_path: Path) -> None:
+    a = make(2, 1, 4, F=1, B=2, name="a")
+    _compare([a], tmp_path / "s")
+    with pytest.raises(OutputError, match="solver time_limit=none.*time_limit=5 s"):
+        _compare([a], tmp_path / "s", time_limit=5)
+    with pytest.raises(OutputError, match="schedules"):
+        _compare([a], tmp_path / "s", schedules=["1f1b"])
+
+
+def test_partial_study_report_has_pending_rows(tmp_path: Path) -> None:
+    study = tmp_path / "s"
+    a = make(2, 1, 4, F=1, B=2, name="a")
+    b = make(2, 1, 4, F=1, B=3, name="b")
+    full = _compare([a, b], study)
+    (study / "results" / f"{task_id(b, None, SolverSettings(None, 1, 0, DET))}.csv").unlink()
+    rep = read_report(study)
+    assert (rep.finished, rep.total) == (1, 2)
+    rows_b = rep.table[rep.table["instance"] == "b"]
+    assert (rows_b["status"] == "PENDING").all() and rows_b["opt_makespan_unlimited"].isna().all()
+    assert (rows_b["message"] == "not solved yet").all()
+    assert rep.table[rep.table["instance"] == "a"].equals(full[full["instance"] == "a"])
+    assert "1 of 2 instances finished" in rep.summary()
+
+
+def test_failed_task_is_a_row_with_reason_and_is_retried(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    study = tmp_path / "s"
+    b = make(2, 2, 4, F=1, I=1, W=1, limit=3, name="b")
+    real = parallel.solve
+
+    def broken(inst, **kw):  # noqa: ANN001, ANN003, ANN202
+        if inst.memory_limit is not None:
+            raise RuntimeError("boom")
+        return real(inst, **kw)
+
+    monkeypatch.setattr(parallel, "solve", broken)
+    with pytest.warns(UserWarning, match="boom"):
+        bad = _compare([b], study)
+    limited = bad[bad["opt_makespan_same_memory"].isna() & (bad["schedule"] != OPTIMUM)]
+    assert len(limited) and (limited["status"] == "ERROR").all()
+    assert limited["message"].str.contains("RuntimeError: boom").all()
+    errors = sorted(p.name for p in (study / "results").glob("*.error.csv"))
+    assert errors and len(bad) == len(bad.dropna(subset=["status"]))  # every row is there
+    monkeypatch.setattr(parallel, "solve", real)
+    ran: list[str] = []
+    good = _compare([b], study, ran)
+    assert sorted(f"{t}.error.csv" for t in ran) == errors  # only the failed ones again
+    assert not (good["status"] == "ERROR").any()
+    assert sorted(p.name for p in (study / "results").glob("*.error.csv")) == errors  # kept
+
+
+def test_pareto_fronts_as_tasks_match_and_resume(tmp_path: Path) -> None:
+    inst = make(2, 1, 4, F=1, B=2)
+    fronts = pareto_fronts([inst], limits=[4, 1, 2], parameters=DET, jobs=1)
+    assert fronts == {"t": pareto_front(inst, limits=[4, 1, 2], time_limit=None,
+                                        parameters=DET)}
+    # one microbatch at a time: m p (F + B); from memory 2 on, 1F1B's (m + p - 1)(F + B)
+    assert [(pt.makespan, pt.status) for pt in fronts["t"]] == [
+        (4 * 2 * 3, "OPTIMAL"), ((4 + 2 - 1) * 3, "OPTIMAL"), ((4 + 2 - 1) * 3, "OPTIMAL")]
+    two = [make(2, 2, 4, F=1, B=2, limit=3, name="x"), make(2, 1, 4, F=1, B=2, name="y")]
+    first = pareto_fronts(two, parameters=DET, jobs=1, study=tmp_path / "p")
+    for inst in two:
+        front = first[inst.name]
+        assert front[0].limit == inst.min_memory_limit()
+        assert all(pt.status == "OPTIMAL" for pt in front)
+        # proven optima: the same as the sequential sweep's (warm-started limit to limit)
+        assert front == pareto_front(inst, time_limit=None, parameters=DET)
+    n = len(list((tmp_path / "p" / "results").iterdir()))
+    assert pareto_fronts(two, parameters=DET, jobs=1, study=tmp_path / "p") == first
+    assert len(list((tmp_path / "p" / "results").iterdir())) == n
+
+
+# -------------------------------------------------------------------- the command line
+def _cli(*args: str):  # noqa: ANN202
+    from typer.testing import CliRunner
+
+    from cpsched.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--scheduler", "localhost:8786"], "--scheduler = 'localhost:8786': must be a Dask "
+     "scheduler address SCHEME://HOST:PORT"),
+    (["--workers", "2", "--jobs", "3"], "--jobs = 3: an old name of --workers (= 2)"),
+    (["--threads", "0"], "--threads = 0: must be an integer from 1 to 64"),
+    (["--param", "num_workers=2"], "set by --threads"),
+    (["--deterministic-time", "-1"], "--deterministic-time = -1.0: must be"),
+])
+def test_cli_compare_bad_input_is_one_line(tmp_path: Path, args: list[str],
+                                           message: str) -> None:
+    r = _cli("compare", str(INSTANCES / "article-interleaved.toml"), *args, "-o",
+             str(tmp_path))
+    assert r.exit_code == 2 and r.output.startswith("error: ") and message in r.output
+    assert r.output.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_cli_compare_rerun_and_report(tmp_path: Path) -> None:
+    grid = write(tmp_path, BASE + '[grid]\n"pipeline.microbatches" = [4, 6]\n')
+    args = ["compare", "--grid", str(grid), "--deterministic-time", "2", "-w", "1", "-o",
+            str(tmp_path / "o"), "-q"]
+    first = _cli(*args)
+    assert first.exit_code == 0, first.output
+    n = len(list((tmp_path / "o" / "compare" / "results").iterdir()))
+    assert f"solved {n} tasks in this run" in first.output and n == 2
+    again = _cli(*args)
+    assert again.exit_code == 0 and "solved 0 tasks in this run" in again.output
+    # (m + p - 1)(F + B) with p = 2, F = 1, B = 2: 15 and 21, both proven
+    for name in ("compare.csv", "compare-2.csv"):
+        table = pd.read_csv(tmp_path / "o" / name)
+        opt = table[table["schedule"] == OPTIMUM]
+        assert list(opt["makespan"]) == [15, 21] and set(opt["status"]) == {"OPTIMAL"}
+    for f in (tmp_path / "o" / "compare" / "results").iterdir():
+        if "-m6" in f.read_text():
+            f.unlink()
+    rep = _cli("report", str(tmp_path / "o" / "compare"), "-q")
+    assert rep.exit_code == 0, rep.output
+    assert "1 of 2 instances finished" in rep.output and "PENDING" in rep.output
+    assert (tmp_path / "o" / "compare-3.md").is_file()
+    bad = _cli("report", str(tmp_path / "o"))
+    assert bad.exit_code == 2 and "not a compare study directory" in bad.output

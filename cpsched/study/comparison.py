@@ -8,6 +8,28 @@ question included (an overlapped F&B pair of an instance without ``overlap_forwa
 is first serialised into its backward then its forward — same end, memory never higher — so
 that it is a hint the CP-SAT model accepts), and :func:`cpsched.solver.solve` never returns
 something worse than its warm start.  The unlimited optimum is at most the same-memory one.
+
+The table's rows: per instance, each applicable known schedule, then ``cpsat``.  Each
+schedule row carries
+
+* the schedule's ``makespan`` (time units), ``bubble_fraction`` (in [0, 1]),
+  ``peak_memory`` (max over devices, activation units) and ``peak_memory_per_device``
+  (space-separated string), ``valid`` (the validator finds nothing, e.g. within the
+  instance's limit) and the first ``violation`` ("" when valid);
+* ``opt_makespan_unlimited``: the optimum with no memory limit, its
+  ``status_unlimited`` and ``lower_bound_unlimited``;
+* ``opt_makespan_same_memory``: the optimum with ``memory.limit`` = this schedule's
+  ``peak_memory`` — the time the schedule leaves on the table at its own memory;
+  ``status``, ``gap`` (fraction), ``lower_bound``, ``solve_seconds``, ``warm_start``
+  and ``message`` (the solver's note: time limit reached, or why the task failed)
+  describe that solve;
+* ``improvement_*_pct = 100 * (makespan - optimum) / makespan`` (>= 0 for valid
+  schedules: see the invariant above).
+
+The ``cpsat`` row has the optimum's own makespan, bubble and memory; its improvement
+columns are NaN.  Instance columns: ``instance, p, v, m, placement, split_backward``, the
+mean over stages of ``forward, backward, backward_input, backward_weight`` (backward =
+the fused B), ``p2p_latency``, ``memory_limit`` (NaN: none).  See :data:`COLUMNS`.
 """
 
 from __future__ import annotations
@@ -15,6 +37,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,9 +45,11 @@ import pandas as pd
 from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.schedules import run_all
+from cpsched.study.dask_run import OnResult, Solved, run_solves
+from cpsched.study.directory import SolverSettings, StudyDir
 from cpsched.study.grid import fmt_value
 from cpsched.study.memory import limit_key
-from cpsched.study.parallel import LimitSolve, SolvesInterrupted, solve_limits
+from cpsched.study.parallel import LimitSolve, SolvesInterrupted
 from cpsched.validate import validate
 
 #: Columns of :func:`compare`'s table, in order.
@@ -36,7 +61,7 @@ COLUMNS = [
     "opt_makespan_unlimited", "improvement_unlimited_pct", "status_unlimited",
     "lower_bound_unlimited",
     "opt_makespan_same_memory", "improvement_same_memory_pct",
-    "status", "gap", "lower_bound", "solve_seconds", "warm_start",
+    "status", "gap", "lower_bound", "solve_seconds", "warm_start", "message",
 ]
 
 #: Name of the optimum's rows (schedule column), as :func:`cpsched.plots.bubble_bars` expects.
@@ -103,6 +128,7 @@ def _schedule_row(name: str, sch: Schedule, unlimited: LimitSolve,
         "improvement_same_memory_pct": _improvement(sch.makespan, same.makespan),
         "status": same.status, "gap": same.gap, "lower_bound": same.lower_bound,
         "solve_seconds": same.solve_seconds, "warm_start": same.warm_start,
+        "message": same.message,
     }
 
 
@@ -120,6 +146,7 @@ def _optimum_row(own: LimitSolve) -> dict[str, Any]:
         "opt_makespan_same_memory": math.nan, "improvement_same_memory_pct": math.nan,
         "status": own.status, "gap": own.gap, "lower_bound": own.lower_bound,
         "solve_seconds": own.solve_seconds, "warm_start": own.warm_start,
+        "message": own.message,
     }
 
 
@@ -140,6 +167,22 @@ def _rows(inst: Instance, known: Mapping[str, Schedule],
     return rows
 
 
+def known_schedules(insts: Sequence[Instance], schedules: Sequence[str] | None = None
+                    ) -> list[dict[str, Schedule]]:
+    """Per instance, its applicable registered schedules (only ``schedules`` if given)."""
+    return [{k: v for k, v in run_all(inst).items() if schedules is None or k in schedules}
+            for inst in insts]
+
+
+def wanted_limits(insts: Sequence[Instance], known: Sequence[Mapping[str, Schedule]]
+                  ) -> list[list[float | None]]:
+    """Per instance, the memory limits its rows need: None (unlimited), its own limit, and
+    each known schedule's peak memory (rounded keys, :func:`limit_key`)."""
+    return [list(dict.fromkeys([None, limit_key(inst.memory_limit)]
+                               + [limit_key(max(s.peak_memory)) for s in hs.values()]))
+            for inst, hs in zip(insts, known, strict=True)]
+
+
 def compare(
     instances: Iterable[Instance],
     time_limit: float | None = 30,
@@ -149,87 +192,117 @@ def compare(
     *,
     parameters: Mapping[str, Any] | None = None,
     schedules: Sequence[str] | None = None,
+    seed: int = 0,
+    scheduler: Any = None,
+    study: str | Path | None = None,
+    sources: Sequence[str] = (),
+    on_result: OnResult | None = None,
 ) -> pd.DataFrame:
     """Every applicable known schedule of every instance against the CP-SAT optima.
 
     For each instance, one row per applicable registered schedule (:func:`run_all`, registry
     order; ``schedules`` restricts the rows, not the warm starts), then one row
-    ``schedule == "cpsat"``: the optimum under the instance's own memory limit.  Each
-    schedule row carries
-
-    * the schedule's ``makespan`` (time units), ``bubble_fraction`` (in [0, 1]),
-      ``peak_memory`` (max over devices, activation units) and ``peak_memory_per_device``
-      (space-separated string), ``valid`` (the validator finds nothing, e.g. within the
-      instance's limit) and the first ``violation`` ("" when valid);
-    * ``opt_makespan_unlimited``: the optimum with no memory limit, its
-      ``status_unlimited`` and ``lower_bound_unlimited``;
-    * ``opt_makespan_same_memory``: the optimum with ``memory.limit`` = this schedule's
-      ``peak_memory`` — the time the schedule leaves on the table at its own memory;
-      ``status``, ``gap`` (fraction), ``lower_bound``, ``solve_seconds`` and
-      ``warm_start`` describe that solve;
-    * ``improvement_*_pct = 100 * (makespan - optimum) / makespan`` (>= 0 for valid
-      schedules: see the module docstring).
-
-    The ``cpsat`` row has the optimum's own makespan, bubble and memory; its improvement
-    columns are NaN.  Instance columns: ``instance, p, v, m, placement, split_backward``, the
-    mean over stages of ``forward, backward, backward_input, backward_weight`` (backward =
-    the fused B), ``p2p_latency``, ``memory_limit`` (NaN: none).  See :data:`COLUMNS`.
+    ``schedule == "cpsat"``: the optimum under the instance's own memory limit.  The columns
+    (:data:`COLUMNS`) are described in the module docstring.
 
     Solves are cached per (instance, memory limit): when the unlimited optimum is proven and
-    fits under a limit, it is that limit's optimum too and is reused without solving.
+    fits under a limit, it is that limit's optimum too and is reused without solving.  They
+    run as Dask tasks (:func:`cpsched.study.dask_run.run_solves`); with ``study`` each one is
+    written to that study directory as it finishes and a rerun skips those already there.
 
     Args:
         instances: the instances (names should be unique: they key the table).
         time_limit: wall-clock seconds per solve (None: none).
-        workers: CP-SAT workers per solve.
-        jobs: parallel solver processes (default: CPU count), capped by the number of
-            solves; 1 solves in this process.
+        workers: CP-SAT workers (threads) per solve.
+        jobs: local Dask worker processes (default: CPU count); 1 solves in this process
+            without Dask.  Ignored with ``scheduler``.
         progress: show a rich progress bar.
         parameters: CP-SAT parameters for every solve, e.g. ``{"max_deterministic_time":
-            2.0}`` with ``workers=1`` for reproducible numbers.
+            2.0}`` with ``workers=1`` and ``time_limit=None`` for reproducible numbers.
         schedules: only these registered schedules get rows (others are skipped).
+        seed: CP-SAT ``random_seed``.
+        scheduler: a Dask scheduler address ``tcp://HOST:PORT`` or a ``distributed.Client``
+            to run the solves on (None: a local cluster).
+        study: a study directory (docs/studies.md), created if needed.
+        sources: where the instances came from (recorded in the study directory).
+        on_result: called with ``(task, outcome, worker)`` as each solve of this run
+            arrives (solves found in ``study`` are not run again, so not reported).
 
     Returns:
-        The table, columns :data:`COLUMNS` (a solve that crashed has ``status = "ERROR"``
-        and the reason in ``violation``; a warning is issued).
+        The table, columns :data:`COLUMNS` (a solve that failed has ``status = "ERROR"`` and
+        the reason in ``message``; a warning is issued).
 
     Raises:
         ValueError: ``workers`` or ``jobs`` below 1.
+        cpsched.outputs.OutputError: ``study`` cannot be used, or holds a study with other
+            solver settings or schedules.
+        OSError: ``scheduler`` cannot be reached.
         StudyInterrupted: Ctrl-C during the solves; it carries the table of the instances
-            that had finished.
+            that had finished (their solves are in ``study`` too).
     """
     if workers < 1 or (jobs is not None and jobs < 1):
         raise ValueError(f"compare: workers = {workers}, jobs = {jobs}: each must be >= 1 "
                          "(jobs None: one per CPU)")
     insts = list(instances)
-    known = [{k: v for k, v in run_all(inst).items() if schedules is None or k in schedules}
-             for inst in insts]
-    # limits needed per instance: None, own limit, each schedule's peak
-    wanted = [list(dict.fromkeys([None, limit_key(inst.memory_limit)]
-                                 + [limit_key(max(s.peak_memory)) for s in hs.values()]))
-              for inst, hs in zip(insts, known, strict=True)]
-    interrupted = False
+    settings = SolverSettings(time_limit, workers, seed, dict(parameters or {}))
+    store = None
+    if study is not None:
+        store = StudyDir(study)
+        store.begin("compare", settings, {"schedules": sorted(schedules or ["all"])})
+        store.add_run(insts, sources)
+    known = known_schedules(insts, schedules)
+    wanted = wanted_limits(insts, known)
     try:
-        solved = solve_limits(insts, wanted, time_limit=time_limit, workers=workers, jobs=jobs,
-                              parameters=dict(parameters) if parameters else None,
-                              progress=progress)
+        solved = run_solves(insts, lambda i, _: wanted[i], settings, store=store,
+                            scheduler=scheduler, jobs=jobs, progress=progress,
+                            on_result=on_result)
     except SolvesInterrupted as exc:
-        solved, interrupted = exc.results, True
-    table, finished = _table(insts, known, solved, wanted)
-    if interrupted:
-        raise StudyInterrupted(table, finished, len(insts))
-    return table
+        table, finished = _table(insts, known, Solved(insts, settings, exc.outcomes),
+                                 complete_only=True)
+        raise StudyInterrupted(table, finished, len(insts)) from None
+    return _table(insts, known, solved)[0]
 
 
 def _table(insts: Sequence[Instance], known: Sequence[Mapping[str, Schedule]],
-           solved: Sequence[Mapping[float | None, LimitSolve]],
-           wanted: Sequence[Sequence[float | None]]) -> tuple[pd.DataFrame, int]:
-    """The rows of every instance whose solves all finished, and how many instances that is
-    (all of them unless the study was interrupted)."""
+           solved: Solved, *, complete_only: bool = False) -> tuple[pd.DataFrame, int]:
+    """The rows of every instance (only those whose solves all finished when
+    ``complete_only``; others have ``PENDING`` outcomes), and how many are complete."""
     rows: list[dict[str, Any]] = []
     finished = 0
-    for inst, hs, res, want in zip(insts, known, solved, wanted, strict=True):
-        if all(lim in res for lim in want):  # all of an instance's solves, or none of it
-            finished += 1
+    for i, (inst, hs, want) in enumerate(zip(insts, known, wanted_limits(insts, known),
+                                             strict=True)):
+        res = {lim: solved.get(i, lim) for lim in want}
+        complete = all(r.status != "PENDING" for r in res.values())
+        finished += complete
+        if complete or not complete_only:
             rows += _rows(inst, hs, res, stacklevel=4)
     return pd.DataFrame(rows, columns=COLUMNS), finished
+
+
+def study_table(path: str | Path) -> tuple[pd.DataFrame, int, int]:
+    """The comparison table of a study directory as far as it has got: every instance of
+    its runs, a solve not finished yet as ``status = "PENDING"``, a failed one as
+    ``ERROR`` with its reason in ``message``.
+
+    Returns:
+        ``(table, finished instances, instances)`` (table columns :data:`COLUMNS`).
+
+    Raises:
+        cpsched.outputs.OutputError: ``path`` is not a study directory of ``compare``.
+    """
+    from cpsched.outputs import OutputError
+
+    store = StudyDir(path, create=False)
+    definition = store.read_settings() or {}
+    if definition.get("kind") != "compare":
+        raise OutputError(f"{path}: not a compare study directory (no study.toml with kind "
+                          "= \"compare\"; cpsched compare --out OUT --stem NAME makes one)")
+    insts = store.instances()
+    names = definition.get("schedules", ["all"])
+    known = known_schedules(insts, None if names == ["all"] else names)
+    done, failed = store.read_results()
+    solved = Solved(insts, store.settings(), {**failed, **done})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table, finished = _table(insts, known, solved)
+    return table, finished, len(insts)

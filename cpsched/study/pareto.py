@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from cpsched.instance import Instance
@@ -12,6 +13,7 @@ from cpsched.model import Schedule
 from cpsched.schedules import run_all
 from cpsched.solver import solve
 from cpsched.study.memory import memory_quantum, with_memory_limit
+from cpsched.study.parallel import LimitSolve
 
 
 class ParetoPoint(NamedTuple):
@@ -29,7 +31,12 @@ def _default_limits(inst: Instance, max_points: int, solve_kw: Mapping[str, Any]
     free = with_memory_limit(inst, None)
     unl = solve(free, candidates=run_all(free), **solve_kw)
     assert unl.schedule is not None
-    top = max(unl.schedule.peak_memory)
+    return limit_grid(inst, max(unl.schedule.peak_memory), max_points)
+
+
+def limit_grid(inst: Instance, top: float, max_points: int) -> list[float]:
+    """Every multiple of :func:`memory_quantum` from :meth:`Instance.min_memory_limit` up to
+    ``top`` (activation units), thinned evenly to ``max_points`` (both ends kept)."""
     lo = inst.min_memory_limit()
     q = memory_quantum(inst)
     n = int(math.floor((top - lo) / q + 1e-9)) + 1
@@ -124,3 +131,81 @@ def schedule_points(inst: Instance, names: Sequence[str] | None = None
     """
     return [(name, max(s.peak_memory), s.makespan) for name, s in run_all(inst).items()
             if names is None or name in names]
+
+
+def pareto_fronts(
+    instances: Sequence[Instance],
+    limits: Sequence[float] | None = None,
+    *,
+    time_limit: float | None = None,
+    workers: int = 1,
+    seed: int = 0,
+    parameters: Mapping[str, Any] | None = None,
+    max_points: int = 25,
+    scheduler: Any = None,
+    jobs: int | None = None,
+    study: str | Path | None = None,
+    progress: bool = False,
+) -> dict[str, list[ParetoPoint]]:
+    """The memory–makespan fronts of many instances, every (instance, limit) solve a Dask
+    task (:func:`cpsched.study.dask_run.run_solves`) — a local cluster, a remote one, or
+    this process with ``jobs=1``; with ``study`` every solve is written to that study
+    directory as it finishes and a rerun computes only what is missing.
+
+    Limits as in :func:`pareto_front` (the given ones, else from the least feasible one up
+    to the unlimited optimum's peak memory, at most ``max_points``), but solved
+    independently (each warm-started from every applicable known schedule at its limit, not
+    from the previous limit's schedule); a schedule found under a smaller limit and a bound
+    proven under a larger one are then carried over likewise.
+
+    Args:
+        instances: the instances (their own ``memory.limit`` is ignored; names unique).
+        limits: the limits to solve for every instance (default: per instance, as above).
+        time_limit: wall-clock seconds per solve (None: none — deterministic with
+            ``workers=1`` and ``parameters={"max_deterministic_time": ...}``).
+        workers / seed / parameters: CP-SAT ``num_workers``, ``random_seed``, others.
+        max_points: at most this many limits per instance when ``limits`` is None.
+        scheduler / jobs / study / progress: as in :func:`cpsched.study.compare`.
+
+    Returns:
+        ``{instance name: [ParetoPoint, ...]}`` sorted by limit; a point whose solves all
+        failed has makespan None and status ``ERROR``.
+
+    Raises:
+        InstanceError: a given limit is below an instance's ``min_memory_limit()``.
+        cpsched.outputs.OutputError: ``study`` cannot be used or is another study.
+        SolvesInterrupted: Ctrl-C (finished solves are in ``study``).
+    """
+    from cpsched.study.dask_run import run_solves
+    from cpsched.study.directory import SolverSettings, StudyDir
+
+    free = [with_memory_limit(inst, None) for inst in instances]
+    if limits is not None:
+        for inst in free:
+            for lim in limits:
+                with_memory_limit(inst, lim)  # raises naming memory.limit when too small
+    settings = SolverSettings(time_limit, workers, seed, dict(parameters or {}))
+    store = None
+    if study is not None:
+        store = StudyDir(study)
+        store.begin("pareto", settings, {"max_points": max_points})
+        store.add_run(free, [])
+    chosen: dict[int, list[float]] = {}
+
+    def follow_up(i: int, unlimited: LimitSolve) -> list[float]:
+        top = max(unlimited.peak_memory or [free[i].min_memory_limit()])
+        chosen[i] = (sorted({float(x) for x in limits}) if limits is not None
+                     else limit_grid(free[i], top, max_points))
+        return chosen[i]
+
+    solved = run_solves(free, follow_up, settings, store=store, scheduler=scheduler,
+                        jobs=jobs, progress=progress)
+    out: dict[str, list[ParetoPoint]] = {}
+    for i, inst in enumerate(free):
+        lims = chosen.get(i, [])
+        found = [solved.get(i, lim) for lim in lims]
+        pairs = [(r.makespan if r.makespan is not None else math.inf,
+                  r.lower_bound if r.lower_bound is not None else 0.0) for r in found]
+        out[inst.name] = [pt if pt.makespan != math.inf else
+                          ParetoPoint(pt.limit, None, "ERROR") for pt in _front(lims, pairs)]
+    return out
