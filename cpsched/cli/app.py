@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from cpsched.cli import inspect, solve, study, torch
+from cpsched.cli import inspect, serve, solve, study, torch, trace
 from cpsched.cli.inputs import begin_command, set_process_start
 from cpsched.cli.output import err_console
 from cpsched.instance import InstanceError
@@ -40,8 +40,11 @@ app.command("simulate")(inspect.simulate)
 app.command("schedules")(inspect.schedules)
 app.command("validate")(inspect.validate)
 app.command("compare")(study.compare)
+app.command("report")(study.report)
 app.command("export")(torch.export)
 app.command("import-torch")(torch.import_torch)
+app.command("import-trace")(trace.import_trace)
+app.command("serve")(serve.serve)
 
 
 def main() -> None:
