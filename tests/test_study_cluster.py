@@ -14,12 +14,11 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from io import StringIO
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import INSTANCES
+from conftest import INSTANCES, same_table
 from distributed import Client
 
 from cpsched.study import compare, load_grid
@@ -82,13 +81,7 @@ def test_compare_on_a_dask_cluster_started_by_hand(scheduler: str, tmp_path: Pat
     assert "solved 15 tasks in this run" in run.stdout
     table = pd.read_csv(out / "compare.csv")
 
-    def norm(df: pd.DataFrame) -> pd.DataFrame:
-        buf = StringIO()
-        df.drop(columns=["solve_seconds"]).to_csv(buf, index=False)
-        buf.seek(0)
-        return pd.read_csv(buf)
-
-    pd.testing.assert_frame_equal(norm(table), norm(reference))
+    same_table(table, reference)
     with Client(scheduler, timeout="30s") as client:
         pids = set(client.run(os.getpid).values())
     rows = pd.concat(pd.read_csv(p) for p in (out / "compare" / "results").iterdir())

@@ -15,13 +15,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from io import StringIO
 from pathlib import Path
 
 import pandas as pd
 import psutil
 import pytest
 from conftest import INSTANCES
+from conftest import same_table as same
 from distributed import Client, LocalCluster
 
 from cpsched.study import compare, load_grid
@@ -60,17 +60,6 @@ def cluster() -> Iterator[Client]:
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as lc, Client(lc) as client:
         yield client
-
-
-def same(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    """Equal cell for cell (as written to CSV), wall times aside."""
-    def norm(df: pd.DataFrame) -> pd.DataFrame:
-        buf = StringIO()
-        df.drop(columns=["solve_seconds"]).to_csv(buf, index=False)
-        buf.seek(0)
-        return pd.read_csv(buf)
-
-    pd.testing.assert_frame_equal(norm(a), norm(b))
 
 
 def test_local_cluster_gives_the_local_default_table(

@@ -88,6 +88,9 @@ def read_trace(paths: Sequence[str | Path], fmt: str = "auto", step: int | None 
         raise TraceError(", ".join(map(str, paths)), "", f"format {fmt!r}: one of "
                          + ", ".join(FORMATS))
     files = _trace_files(paths)
+    if not files:
+        raise TraceError(", ".join(map(str, paths)), "", "no trace files (.json or .json.gz: "
+                         "one PyTorch profiler trace or Megatron event_times_*.json per rank)")
     if fmt == "megatron" or (fmt == "auto" and any(
             q.name.startswith("event_times_") for q in files)):
         if step not in (None, 0):
