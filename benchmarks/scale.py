@@ -2,8 +2,10 @@
 
 For each instance: the best known schedule that fits the memory limit, what ``cpsched solve``
 returns with its default method choice, the certified lower bound, the gap, the wall time of
-the whole call (known schedules, bounds, patterns, model and search), and which method ran.
-Then the simulator against the visualizer's execution model (benchmarks/simulator.py).
+the whole call (known schedules, bounds, model, search and the relaxation bound), the warm
+start, and the peak resident memory (each instance runs in a fresh interpreter; the search's
+child process included). Then the simulator against the visualizer's execution model
+(benchmarks/simulator.py).
 
     python benchmarks/scale.py                    # 120 s per instance, every instance
     python benchmarks/scale.py -t 30 p16-v-m64-vhalf
@@ -12,9 +14,11 @@ Then the simulator against the visualizer's execution model (benchmarks/simulato
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import resource
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCALE = ROOT / "instances" / "scale"
 
 
-def run(path: Path, time_limit: float, workers: int) -> dict[str, object]:
+def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]:
     """Solve one instance with defaults; one table row."""
     from cpsched import load_instance, run_all, solve, validate
 
@@ -37,13 +41,15 @@ def run(path: Path, time_limit: float, workers: int) -> dict[str, object]:
     assert res.schedule is not None and validate(res.schedule) == []
     best = fitting.get(best_name)
     assert best is None or res.makespan <= best + 1e-9, "worse than a known schedule"
+    peak = max(resource.getrusage(who).ru_maxrss
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
     return {
         "instance": inst.name, "actions": len(res.schedule.actions),
         "best known that fits": f"{best_name} {best:g}" if best is not None else "-",
         "cpsched": res.makespan, "bound": res.lower_bound,
         "gap %": round(100 * (res.gap or 0.0), 2), "status": str(res.status),
         "warm start": res.warm_start,
-        "seconds": round(wall, 1),
+        "seconds": round(wall, 1), "peak MiB": round(peak),
     }
 
 
@@ -51,22 +57,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", help="instance names (default: all in instances/scale)")
     ap.add_argument("-t", "--time-limit", type=float, default=120.0)
-    ap.add_argument("-w", "--workers", type=int, default=8)
+    ap.add_argument("-w", "--workers", type=int, default=None,
+                    help="CP-SAT workers (default: cpsched's own choice by size)")
     ap.add_argument("--no-simulator", action="store_true", help="skip the simulator table")
     args = ap.parse_args()
     paths = sorted(SCALE.glob("*.toml"))
     if args.names:
         paths = [p for p in paths if p.stem in args.names]
     rows = []
+    # each instance in a fresh interpreter: its own peak memory (the search child included)
+    ctx = multiprocessing.get_context("spawn")
     for p in paths:
-        rows.append(run(p, args.time_limit, args.workers))
+        with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+            rows.append(pool.submit(run, p, args.time_limit, args.workers).result())
         print(pd.DataFrame(rows[-1:]).to_string(index=False, header=len(rows) == 1),
               flush=True)
     print()
     print(pd.DataFrame(rows).to_markdown(index=False))
-    peak = max(resource.getrusage(who).ru_maxrss
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
-    print(f"\npeak resident memory (this process, or its largest search child): {peak:.0f} MiB")
     if not args.no_simulator:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         import simulator  # benchmarks/simulator.py

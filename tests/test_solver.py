@@ -154,3 +154,12 @@ def test_solver_properties(inst: Instance) -> None:
             assert res.makespan <= sch.makespan + 1e-9, name
     if res.status == "OPTIMAL":
         assert res.makespan == pytest.approx(res.lower_bound)
+
+
+def test_default_workers_by_model_size() -> None:
+    from cpsched.solver.facade import LARGE_MODEL_ACTIONS, default_workers
+
+    small = make(4, 2, 8)
+    assert small.n_actions <= LARGE_MODEL_ACTIONS and default_workers(small) == 8
+    large = make(32, 2, 256)  # 32768 actions: the 8-worker search peaked at 4.7 GB
+    assert large.n_actions > LARGE_MODEL_ACTIONS and default_workers(large) == 4

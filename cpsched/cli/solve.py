@@ -124,8 +124,10 @@ def solve(
     time_limit: Annotated[float, typer.Option(
         "--time-limit", "-t", help="Wall-clock seconds for the whole command (known "
         f"schedules, solve, writing), > 0 and <= {MAX_TIME_LIMIT:g}.")] = 60.0,
-    workers: Annotated[int, typer.Option(
-        "--workers", "-w", help=f"CP-SAT workers (num_workers), 1 to {MAX_WORKERS}.")] = 8,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-w", help=f"CP-SAT workers (num_workers), 1 to {MAX_WORKERS} "
+        "(default: 8, or 4 above 20000 actions to keep memory under 4 GB).",
+        show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", help="CP-SAT random seed (32-bit).")] = 0,
     out: OutDir = Path("out"),
     sets: SetOpt = None,
@@ -145,7 +147,8 @@ def solve(
     """
     started = command_start()
     check_time_limit(time_limit)
-    check_count(workers, "--workers", MAX_WORKERS)
+    if workers is not None:
+        check_count(workers, "--workers", MAX_WORKERS)
     check_seed(seed)
     params = cp_parameters(param)
     params["catch_sigint_signal"] = False  # Ctrl-C is ours: see cpsched.cli.solving
