@@ -356,3 +356,26 @@ def write_megatron_like_chrome(tmp_path: Path, sched: Schedule) -> Path:
                   for a in sched.actions if a.device == r]
         (folder / f"rank{r}.json").write_text(json.dumps({"traceEvents": events}))
     return folder
+
+
+def test_validate_command_durations_as_given(tmp_path: Path) -> None:
+    """``cpsched validate --durations as-given`` accepts a measured-style file whose last
+    action ran shorter than the instance's cost; the default rejects it naming the action."""
+    inst = instance(2, 1, 4, 0.0)
+    sched = run_schedule("1f1b", inst)
+    doc = json.loads(sched.to_json())
+    for key in ("makespan", "gap", "bubble_fraction", "peak_memory"):
+        doc.pop(key, None)
+    last = max(doc["actions"], key=lambda a: a["end"])
+    last["end"] -= 0.5  # measured: faster than the instance's cost
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps(doc))
+    toml = tmp_path / "inst.toml"
+    toml.write_text('name = "t"\n[pipeline]\ndevices = 2\nmicrobatches = 4\n'
+                    "[costs]\nforward = 1\nbackward = 2\n")
+    strict = runner.invoke(app, ["validate", str(toml), str(path)])
+    assert strict.exit_code == 1 and "lasts 1.5; its duration is 2" in strict.output
+    given = runner.invoke(app, ["validate", str(toml), str(path), "--durations", "as-given"])
+    assert given.exit_code == 0, given.output
+    bad = runner.invoke(app, ["validate", str(toml), str(path), "--durations", "measured"])
+    assert bad.exit_code == 2 and "--durations = 'measured'" in bad.output

@@ -127,6 +127,10 @@ def validate(
     instance: Annotated[Path, typer.Argument(help="Instance TOML file.")],
     schedule_file: ScheduleFileArg,
     sets: SetOpt = None,
+    durations: Annotated[str, typer.Option(
+        "--durations", help="instance: every action lasts the instance's duration (default); "
+        "as-given: durations as in the file, e.g. a measured run from cpsched import-trace "
+        "(every other rule is checked).")] = "instance",
 ) -> None:
     """Check a schedule file against an instance: exit 0 if valid, 1 listing each violation.
 
@@ -134,6 +138,8 @@ def validate(
     hold: makespan, lower_bound <= makespan, status OPTIMAL only with lower_bound ==
     makespan, gap, bubble_fraction and peak_memory as the actions give them.
     """
+    if durations not in ("instance", "as-given"):
+        raise fail(f"--durations = {durations!r}: 'instance' or 'as-given'")
     inst = load(instance, sets)
     from cpsched.validate import validate as check
     from cpsched.validate import validate_claims
@@ -141,7 +147,7 @@ def validate(
     sch, data = read_schedule(schedule_file, inst)
     claims = {k: data[k] for k in ("makespan", "gap", "bubble_fraction", "peak_memory")
               if k in data}
-    violations = check(sch, inst) or validate_claims(sch, claims)
+    violations = check(sch, inst, durations=durations) or validate_claims(sch, claims)
     if violations:
         for v in violations:
             say(f"violation: {v}")
