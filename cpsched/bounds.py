@@ -27,7 +27,7 @@ import networkx as nx
 
 from cpsched.actions import Action, Kind
 from cpsched.core import HeadsTails, heads_and_tails
-from cpsched.graph import build_task_graph
+from cpsched.graph import build_task_graph, microbatch_chains
 from cpsched.instance import Instance
 
 _EPS = 1e-6
@@ -176,22 +176,14 @@ def area_bound(inst: Instance, g: nx.DiGraph | None = None, *,
 def _round_trips(inst: Instance, g: nx.DiGraph, i: int) -> dict[int, float]:
     """``{stage: RT}`` for microbatch ``i``: shortest time from the start of ``F(s, i)`` to
     the end of its releases, weighted by the fraction each frees (ticks)."""
-    sub = g.subgraph([a for a in g if a.microbatch == i])
-    order = list(nx.topological_sort(sub))
-    dur = nx.get_node_attributes(sub, "duration")
-    out: dict[int, float] = {}
-    for s in range(inst.num_stages):
-        f = Action(Kind.F, s, i)
-        rel = {f: 0}
-        for v in order:
-            for u in sub.predecessors(v):
-                if u in rel:
-                    rel[v] = max(rel.get(v, 0), rel[u] + dur[u] + sub.edges[u, v]["lag"])
-        if not inst.split_backward:
-            b = Action(Kind.B, s, i)
-            out[s] = rel[b] + dur[b]
-            continue
-        r = inst.released_by_input
-        ia, wa = Action(Kind.I, s, i), Action(Kind.W, s, i)
-        out[s] = r * (rel[ia] + dur[ia]) + (1 - r) * (rel[wa] + dur[wa])
-    return out
+    chains = microbatch_chains(g, i, [Action(Kind.F, s, i) for s in range(inst.num_stages)])
+
+    def to_end(s: int, kind: Kind) -> int:  # start of F(s, i) to the end of (kind, s, i)
+        a = Action(kind, s, i)
+        return chains[Action(Kind.F, s, i)][a] + g.nodes[a]["duration"]
+
+    if not inst.split_backward:
+        return {s: to_end(s, Kind.B) for s in range(inst.num_stages)}
+    r = inst.released_by_input
+    return {s: r * to_end(s, Kind.I) + (1 - r) * to_end(s, Kind.W)
+            for s in range(inst.num_stages)}

@@ -131,6 +131,25 @@ def lower_bound(instance: Instance, g: nx.DiGraph | None = None, *,
     return LowerBound(max(cp, *per_dev), cp, tuple(per_dev))
 
 
+def microbatch_chains(g: nx.DiGraph, microbatch: int, sources: Iterable[Action]
+                      ) -> dict[Action, dict[Action, int]]:
+    """Longest chains inside one microbatch (dependencies never leave a microbatch):
+    ``out[a][b]`` = the longest sum of durations and lags from the start of ``a`` to the start
+    of ``b`` (ticks; ``out[a][a] = 0``), for every ``b`` reachable from each source ``a``."""
+    sub = g.subgraph([a for a in g if a.microbatch == microbatch])
+    order = list(nx.topological_sort(sub))
+    dur = nx.get_node_attributes(sub, "duration")
+    out: dict[Action, dict[Action, int]] = {}
+    for a in sources:
+        dist = {a: 0}
+        for v in order:
+            for u, e in sub._pred[v].items():  # noqa: SLF001 - read-only
+                if u in dist:
+                    dist[v] = max(dist.get(v, 0), dist[u] + dur[u] + e["lag"])
+        out[a] = dist
+    return out
+
+
 def overlap_relaxed_durations(instance: Instance, g: nx.DiGraph) -> dict[Action, int]:
     """Per action of ``g``, a duration (ticks) that no schedule with overlapped F&B pairs can
     beat along any chain of the task graph.
@@ -242,7 +261,7 @@ def pipeline_resource_graph(instance: Instance) -> ResourceGraph:
 
 __all__ = [
     "FusedRule", "LowerBound", "build_task_graph", "dependencies", "duration",
-    "fused_rule_from", "heads_and_tails", "lower_bound", "memory_scale", "overlap_duration",
-    "overlap_lower_bound", "overlap_relaxed_durations", "pipeline_resource_graph",
-    "release_actions", "windows",
+    "fused_rule_from", "heads_and_tails", "lower_bound", "memory_scale", "microbatch_chains",
+    "overlap_duration", "overlap_lower_bound", "overlap_relaxed_durations",
+    "pipeline_resource_graph", "release_actions", "windows",
 ]

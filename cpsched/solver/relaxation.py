@@ -27,6 +27,7 @@ from ortools.sat.python import cp_model
 
 from cpsched.actions import Action, Kind
 from cpsched.core import HeadsTails
+from cpsched.graph import microbatch_chains
 from cpsched.instance import Instance
 from cpsched.rules import release_actions
 from cpsched.schedules.transforms import direction
@@ -48,28 +49,6 @@ class DeviceRelaxation:
     seconds: float
 
 
-def _lags(g: nx.DiGraph, dur: Mapping[Action, int], nodes: list[Action]
-          ) -> dict[tuple[Action, Action], int]:
-    """Longest chain (ticks) from the end of ``a`` to the start of ``b`` for every ordered
-    pair of ``nodes`` (one microbatch's actions on one device) joined by a path."""
-    topo = {a: k for k, a in enumerate(nx.topological_sort(g.subgraph(nx.descendants(
-        g, nodes[0]) | set().union(*(nx.descendants(g, a) for a in nodes)) | set(nodes))))}
-    out: dict[tuple[Action, Action], int] = {}
-    for a in nodes:
-        dist = {a: 0}
-        for x in sorted(nx.descendants(g, a), key=topo.__getitem__):
-            best = -1
-            for u, e in g._pred[x].items():  # noqa: SLF001 - read-only
-                if u in dist:
-                    best = max(best, dist[u] + (dur[u] if u != a else 0) + e["lag"])
-            if best >= 0:
-                dist[x] = best
-        for b in nodes:
-            if b != a and b in dist:
-                out[(a, b)] = dist[b]
-    return out
-
-
 def _representatives(inst: Instance) -> dict[int, int]:
     """``{microbatch: representative}``: every microbatch of a direction has the same chain
     (durations and lags depend on the stage and direction only)."""
@@ -87,12 +66,14 @@ def _device_lags(inst: Instance, g: nx.DiGraph, dur: Mapping[Action, int],
     by_mb: dict[int, list[Action]] = {}
     for a in nodes:
         by_mb.setdefault(a.microbatch, []).append(a)
-    rep_lags = {r: _lags(g, dur, by_mb[r]) for r in set(reps.values()) if r in by_mb}
-    out = []
-    for i in by_mb:
-        for (a, b), lag in rep_lags.get(reps[i], {}).items():
-            out.append((Action(a.kind, a.stage, i), Action(b.kind, b.stage, i), lag))
-    return out
+    rep_lags: dict[int, list[tuple[Action, Action, int]]] = {}
+    for r in set(reps.values()) & set(by_mb):
+        # longest chain from the end of a to the start of b, for a, b on the device
+        chains = microbatch_chains(g, r, by_mb[r])
+        rep_lags[r] = [(a, b, chains[a][b] - dur[a]) for a in by_mb[r] for b in by_mb[r]
+                       if b != a and b in chains[a]]
+    return [(Action(a.kind, a.stage, i), Action(b.kind, b.stage, i), lag)
+            for i in by_mb for a, b, lag in rep_lags.get(reps[i], [])]
 
 
 def _memory(inst: Instance, m: cp_model.CpModel, start: Mapping[Action, cp_model.IntVar],
