@@ -244,24 +244,41 @@ def pipeline_resource_graph(instance: Instance) -> ResourceGraph:
     # the task graph with "resource" for "device": valid by construction, no per-task checks
     rg.graph = _graph(instance, None, "resource")
     dev = nx.get_node_attributes(rg.graph, "resource")
+    pool, buffers = memory_buffers(instance)
+    if pool is None:
+        return rg
+    for d in range(instance.p):
+        rg.add_pool(d, pool)
+    for f, rel, amount in buffers:
+        rg.add_buffer(dev[f], f, rel, amount)
+    return rg
+
+
+def memory_buffers(instance: Instance) -> tuple[int | None, list[tuple[Action, Action, int]]]:
+    """The memory rule of docs/spec.md §1.5 in the solver's integer units
+    (:func:`memory_scale`): each device's limit (None without one, rounded down) and every
+    buffer ``(F(s, i), release, amount)`` — held from the start of ``F(s, i)`` to the end of
+    the release action, ``activation[s]`` times the fraction it frees (rounded up; zero
+    amounts left out)."""
     limit = instance.memory_limit
     if limit is None:
-        return rg
+        return None, []
     sc = memory_scale(instance)
-    for d in range(instance.p):
-        rg.add_pool(d, math.floor(limit * sc + 1e-6))
+    buffers = []
     for i in range(instance.m):
         for s in range(instance.num_stages):
             f = Action(Kind.F, s, i)
             for rel, frac in release_actions(instance, s, i):
-                rg.add_buffer(dev[f], f, rel,
-                              math.ceil(instance.activation[s] * frac * sc - 1e-6))
-    return rg
+                amount = math.ceil(instance.activation[s] * frac * sc - 1e-6)
+                if amount > 0:
+                    buffers.append((f, rel, amount))
+    return math.floor(limit * sc + 1e-6), buffers
 
 
 __all__ = [
     "FusedRule", "LowerBound", "build_task_graph", "dependencies", "duration",
-    "fused_rule_from", "heads_and_tails", "lower_bound", "memory_scale", "microbatch_chains",
+    "fused_rule_from", "heads_and_tails", "lower_bound", "memory_buffers", "memory_scale",
+    "microbatch_chains",
     "overlap_duration", "overlap_lower_bound", "overlap_relaxed_durations",
     "pipeline_resource_graph", "release_actions", "windows",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Protocol
 
 from ortools.sat.python import cp_model
@@ -92,15 +92,17 @@ def fifo_order(m: GraphModel) -> None:
                 c.only_enforce_if(guard)
 
 
-def memory_precedences(m: GraphModel) -> None:
-    """Implied (docs/modelling.md §2): when ``F(s, j)`` starts on device d, microbatch j
-    already holds the stages of d before s; each earlier microbatch still live on s holds its
-    activation (or, after its ``I``, the part ``W`` releases) — so at most k of them can be
-    live: ``start F(s, i + k) >= end release(s, i)`` (FIFO order)."""
-    inst, t = m.instance, m.timing
-    if inst is None or inst.memory_limit is None:
-        return
+def memory_precedence_pairs(inst: Instance, pairs_possible: bool = False
+                            ) -> Iterator[tuple[Action, Action]]:
+    """``(F, release)`` with ``start F >= end release`` implied by the memory limit and FIFO
+    (docs/modelling.md §2): when ``F(s, j)`` starts on device d, microbatch j already holds
+    the stages of d before s; each earlier microbatch still live on s holds its activation
+    (or, after its ``I``, the part ``W`` releases) — so at most k of them can be live:
+    ``start F(s, i + k) >= end release(s, i)``.  ``pairs_possible``: overlapped pairs may fuse
+    a backward (then W ends are not in FIFO order and only the first release is used)."""
     limit = inst.memory_limit
+    if limit is None:
+        return
     for s in range(inst.num_stages):
         a = inst.activation[s]
         if a <= 0:
@@ -115,25 +117,34 @@ def memory_precedences(m: GraphModel) -> None:
             # live until the first release: holds a; until the last: at least that part
             bounds = [(rels[0][0].kind, math.floor(room / a + _EPS))]
             # (W ends are not in FIFO order when a pair may fuse the backward)
-            if len(rels) == 2 and rels[1][1] > _EPS and not t.pairs_possible:
+            if len(rels) == 2 and rels[1][1] > _EPS and not pairs_possible:
                 # others past their I hold at least a * (1 - r) each
                 bounds.append((Kind.W, math.floor((room - a) / (a * rels[1][1]) + _EPS) + 1))
             for kind, k in bounds:
                 k = max(k, 1)
                 for idx in range(k, len(mbs)):
                     j, i = mbs[idx], mbs[idx - k]
-                    m.model.add(t.start[Action(Kind.F, s, j)] >= t.end(Action(kind, s, i)))
+                    yield Action(Kind.F, s, j), Action(kind, s, i)
 
 
-def footprint_precedences(m: GraphModel) -> None:
-    """Implied, for devices with several stages ``s_1 < ... < s_v`` (docs/modelling.md §14):
-    from the start of ``F(s_t, i)`` to the end of the first release of ``s_t``, microbatch i
-    holds ``a[s_1] + ... + a[s_t]`` on the device (its earlier stages release later).  Every
-    later microbatch that has entered the device by then holds at least ``a[s_1]`` until
-    after that moment (FIFO), so at most ``K_t = floor((limit - footprint_t) / a[s_1])`` can
-    have entered: ``start F(s_1, i + K_t + 1) >= end firstrel(s_t, i)``."""
+def memory_precedences(m: GraphModel) -> None:
+    """Implied memory precedences (:func:`memory_precedence_pairs`)."""
     inst, t = m.instance, m.timing
-    if inst is None or inst.memory_limit is None or inst.placement == "bidirectional":
+    if inst is None:
+        return
+    for f, rel in memory_precedence_pairs(inst, t.pairs_possible):
+        m.model.add(t.start[f] >= t.end(rel))
+
+
+def footprint_precedence_pairs(inst: Instance) -> Iterator[tuple[Action, Action]]:
+    """``(F, release)`` with ``start F >= end release``, implied for devices with several
+    stages ``s_1 < ... < s_v`` (docs/modelling.md §14): from the start of ``F(s_t, i)`` to
+    the end of the first release of ``s_t``, microbatch i holds ``a[s_1] + ... + a[s_t]`` on
+    the device (its earlier stages release later).  Every later microbatch that has entered
+    the device by then holds at least ``a[s_1]`` until after that moment (FIFO), so at most
+    ``K_t = floor((limit - footprint_t) / a[s_1])`` can have entered:
+    ``start F(s_1, i + K_t + 1) >= end firstrel(s_t, i)``."""
+    if inst.memory_limit is None or inst.placement == "bidirectional":
         return
     limit = inst.memory_limit
     for d in range(inst.p):
@@ -146,12 +157,20 @@ def footprint_precedences(m: GraphModel) -> None:
         for st in stages:
             footprint += inst.activation[st]
             if st == first:
-                continue  # memory_precedences covers it
+                continue  # memory_precedence_pairs covers it
             k = math.floor((limit - footprint) / a1 + _EPS) + 1
             rel_kind = release_actions(inst, st, 0)[0][0].kind
             for i in range(inst.m - k):
-                m.model.add(t.start[Action(Kind.F, first, i + k)]
-                            >= t.end(Action(rel_kind, st, i)))
+                yield Action(Kind.F, first, i + k), Action(rel_kind, st, i)
+
+
+def footprint_precedences(m: GraphModel) -> None:
+    """Implied footprint precedences (:func:`footprint_precedence_pairs`)."""
+    inst, t = m.instance, m.timing
+    if inst is None:
+        return
+    for f, rel in footprint_precedence_pairs(inst):
+        m.model.add(t.start[f] >= t.end(rel))
 
 
 #: The general model of a resource graph (docs/modelling.md §13).

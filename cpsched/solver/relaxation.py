@@ -21,21 +21,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from cpsched.actions import Action, Kind
+from cpsched.actions import Action
 from cpsched.core import HeadsTails
-from cpsched.graph import microbatch_chains
+from cpsched.graph import memory_buffers, microbatch_chains
 from cpsched.instance import Instance
-from cpsched.rules import release_actions
 from cpsched.schedules.transforms import direction
+from cpsched.solver.constraints import footprint_precedence_pairs, memory_precedence_pairs
 
 #: Devices with more actions than this are not relaxed (the model would not be small).
 MAX_ACTIONS = 200
-
-_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -77,47 +76,26 @@ def _device_lags(inst: Instance, g: nx.DiGraph, dur: Mapping[Action, int],
 
 
 def _memory(inst: Instance, m: cp_model.CpModel, start: Mapping[Action, cp_model.IntVar],
-            dur: Mapping[Action, int], nodes: list[Action], horizon: int) -> None:
-    """The device's memory limit (cumulative over live intervals) and the implied FIFO
-    memory precedences (docs/modelling.md §2, §14)."""
-    limit = inst.memory_limit
-    if limit is None:
+            dur: Mapping[Action, int], horizon: int) -> None:
+    """The device's memory limit (cumulative over the live intervals of its buffers,
+    :func:`cpsched.graph.memory_buffers`) and the implied FIFO memory and footprint
+    precedences among its actions (docs/modelling.md §2, §14)."""
+    pool, buffers = memory_buffers(inst)
+    if pool is None:
         return
-    sc = inst.memory_scale
     ivs, amounts = [], []
-    for f in nodes:
-        if f.kind != Kind.F:
-            continue
-        for rel, frac in release_actions(inst, f.stage, f.microbatch):
-            amount = math.ceil(inst.activation[f.stage] * frac * sc - 1e-6)
-            if amount <= 0:
-                continue
+    for f, rel, amount in buffers:
+        if f in start:
             end = start[rel] + dur[rel]
             size = m.new_int_var(0, horizon, "")
             m.add(size == end - start[f])
             ivs.append(m.new_interval_var(start[f], size, end, ""))
             amounts.append(amount)
-    cap = math.floor(limit * sc + 1e-6)
-    if sum(amounts) > cap:
-        m.add_cumulative(ivs, amounts, cap)
-    if inst.placement == "bidirectional":
-        return
-    stages = sorted({a.stage for a in nodes})
-    held, a1 = 0.0, inst.activation[stages[0]]
-    for s in stages:
-        a_s = inst.activation[s]
-        held += a_s
-        rel = release_actions(inst, s, 0)[0][0].kind
-        if a_s > 0:  # at most k microbatches live on s while earlier stages hold theirs
-            k = max(1, math.floor((limit - held + a_s) / a_s + _EPS))
-            for i in range(inst.m - k):
-                m.add(start[Action(Kind.F, s, i + k)] >= start[Action(rel, s, i)]
-                      + dur[Action(rel, s, i)])
-        if s != stages[0] and a1 > 0:  # footprint precedences
-            k = math.floor((limit - held) / a1 + _EPS) + 1
-            for i in range(max(0, inst.m - k)):
-                m.add(start[Action(Kind.F, stages[0], i + k)] >= start[Action(rel, s, i)]
-                      + dur[Action(rel, s, i)])
+    if sum(amounts) > pool:
+        m.add_cumulative(ivs, amounts, pool)
+    for f, rel in chain(memory_precedence_pairs(inst), footprint_precedence_pairs(inst)):
+        if f in start and rel in start:
+            m.add(start[f] >= start[rel] + dur[rel])
 
 
 def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: int,
@@ -149,7 +127,7 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
         nxt = Action(a.kind, a.stage, a.microbatch + 1)
         if nxt in start and direction(inst, a.microbatch) == direction(inst, nxt.microbatch):
             m.add(start[nxt] >= start[a] + dur[a])
-    _memory(inst, m, start, dur, nodes, upper)
+    _memory(inst, m, start, dur, upper)
     makespan = m.new_int_var(lower, upper, "makespan")
     for a in nodes:
         m.add(makespan >= start[a] + dur[a] + tail[a])
