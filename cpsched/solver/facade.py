@@ -24,7 +24,7 @@ from cpsched.solver import isolated
 from cpsched.solver.overlap import pair_solution
 from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.progress import Progress, ProgressCallback
-from cpsched.solver.relaxation import MAX_ACTIONS, DeviceRelaxation, relaxation_bound
+from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound, relaxed_devices
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
 
@@ -96,11 +96,10 @@ _RELAX_SHARE, _RELAX_MAX_SECONDS = 0.3, 30.0
 RELAX_DETERMINISTIC_TIME = 20.0
 
 
-def _relax_reserve(inst: Instance, g: Any, deadline: float, open_gap: bool) -> float:
+def _relax_reserve(inst: Instance, g: Any, ht: Any, deadline: float, open_gap: bool) -> float:
     """Seconds kept from the search for the one-device relaxation: its share of the time
-    left when it applies (a memory limit, no overlap cost, a gap to close, small devices)."""
-    if (not open_gap or inst.memory_limit is None or inst.overlap_forward_backward is not None
-            or g.number_of_nodes() > MAX_ACTIONS * inst.p):
+    left when there is a gap to close and a device to relax (:func:`relaxed_devices`)."""
+    if not open_gap or not relaxed_devices(inst, g, ht):
         return 0.0
     return min(_RELAX_SHARE * (deadline - time.perf_counter()), _RELAX_MAX_SECONDS)
 
@@ -185,7 +184,7 @@ def solve(
     model = _model(inst, hint, horizon, lb, pairs)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
-        inst, g, deadline, lb < horizon)
+        inst, g, ht, deadline, lb < horizon)
     params = _parameters(search_deadline, workers, seed, parameters)
     # a restricted pair set, or parameters that fix variables, make CP-SAT's bound one of a
     # smaller model: then only the combinatorial bound is proven

@@ -152,9 +152,25 @@ def pressured_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int) -
     from cpsched.bounds import fill_drain_bound
 
     first = [0, inst.p - 1] if inst.placement == "bidirectional" else [0]
+    if top <= len(first):
+        return first[:top]
     per_device = fill_drain_bound(inst, g, ht=ht)[1]
     ranked = [b.device for b in sorted(per_device, key=lambda b: (-b.value, b.device))]
     return list(dict.fromkeys(first + ranked))[:top]
+
+
+def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1
+                    ) -> list[int]:
+    """The devices the relaxation runs on: the ``top`` most pressured
+    (:func:`pressured_devices`) with at most :data:`MAX_ACTIONS` actions; none without a
+    memory limit or with an overlap cost."""
+    if inst.memory_limit is None or inst.overlap_forward_backward is not None:
+        return []
+    dev = nx.get_node_attributes(g, "device")
+    counts: dict[int, int] = {}
+    for a in g:
+        counts[dev[a]] = counts.get(dev[a], 0) + 1
+    return [d for d in pressured_devices(inst, g, ht, top) if counts.get(d, 0) <= MAX_ACTIONS]
 
 
 def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
@@ -164,18 +180,10 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
     (:func:`pressured_devices`), and each device's result.
 
     The budget — ``deterministic_time`` (CP-SAT's deterministic units, reproducible) and
-    ``time_limit`` (wall seconds, if given) — is split evenly.  Nothing is relaxed (``lower``
-    is returned) without a memory limit, with an overlap cost, when ``lower >= upper``, or
-    for a device with more than :data:`MAX_ACTIONS` actions.
+    ``time_limit`` (wall seconds, if given) — is split evenly over :func:`relaxed_devices`;
+    ``lower`` is returned when there are none or ``lower >= upper``.
     """
-    if (inst.memory_limit is None or inst.overlap_forward_backward is not None
-            or lower >= upper):
-        return lower, []
-    dev = nx.get_node_attributes(g, "device")
-    counts: dict[int, int] = {}
-    for a in g:
-        counts[dev[a]] = counts.get(dev[a], 0) + 1
-    todo = [d for d in pressured_devices(inst, g, ht, top) if counts.get(d, 0) <= MAX_ACTIONS]
+    todo = [] if lower >= upper else relaxed_devices(inst, g, ht, top)
     out: list[DeviceRelaxation] = []
     best = lower
     for k, d in enumerate(todo):
@@ -193,4 +201,4 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
 
 
 __all__ = ["MAX_ACTIONS", "DeviceRelaxation", "pressured_devices", "relax_device",
-           "relaxation_bound"]
+           "relaxation_bound", "relaxed_devices"]
