@@ -65,6 +65,10 @@ def _expected_duration(inst: Instance, a: TimedAction) -> float:
             Kind.W: inst.backward_weight[s]}[a.kind]
 
 
+#: The ``durations`` modes of :func:`validate`.
+DURATIONS = ("instance", "as-given")
+
+
 def validate(schedule: Schedule, instance: Instance | None = None,
              max_violations: int = 50, *, durations: str = "instance") -> list[str]:
     """All violations of docs/spec.md §1 in ``schedule`` (empty list = valid).
@@ -84,7 +88,7 @@ def validate(schedule: Schedule, instance: Instance | None = None,
     """
     inst = instance or schedule.instance
     eps = TOLERANCE
-    if durations not in ("instance", "as-given"):
+    if durations not in DURATIONS:
         raise ValueError(f"durations = {durations!r}: 'instance' or 'as-given'")
     timed = durations == "instance"
     out: list[str] = []

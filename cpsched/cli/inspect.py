@@ -138,12 +138,12 @@ def validate(
     hold: makespan, lower_bound <= makespan, status OPTIMAL only with lower_bound ==
     makespan, gap, bubble_fraction and peak_memory as the actions give them.
     """
-    if durations not in ("instance", "as-given"):
+    from cpsched.validate import DURATIONS, validate_claims
+    from cpsched.validate import validate as check
+
+    if durations not in DURATIONS:
         raise fail(f"--durations = {durations!r}: 'instance' or 'as-given'")
     inst = load(instance, sets)
-    from cpsched.validate import validate as check
-    from cpsched.validate import validate_claims
-
     sch, data = read_schedule(schedule_file, inst)
     claims = {k: data[k] for k in ("makespan", "gap", "bubble_fraction", "peak_memory")
               if k in data}
