@@ -23,7 +23,6 @@ from cpsched.cli.options import (
 )
 from cpsched.cli.output import (
     fail,
-    fmt,
     out_console,
     print_table,
     print_wrote,
@@ -32,6 +31,7 @@ from cpsched.cli.output import (
     schedule_row,
     write_outputs,
 )
+from cpsched.display import fmt
 from cpsched.instance import Instance, InstanceError
 from cpsched.model import Schedule, ScheduleFileError
 from cpsched.outputs import OutputError

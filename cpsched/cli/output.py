@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.table import Table
 
+from cpsched.display import fmt, verdict
 from cpsched.instance import Instance
 from cpsched.model import Schedule
 
@@ -35,16 +36,6 @@ def say(text: str) -> None:
     out_console.print(text, markup=False, soft_wrap=True)
 
 
-def fmt(x: float | None, digits: int = 3) -> str:
-    """A number for the tables: ``-`` for None, integers without decimals, else at most
-    ``digits`` decimals with trailing zeros dropped."""
-    if x is None:
-        return "-"
-    if float(x).is_integer():
-        return str(int(x))
-    return f"{x:.{digits}f}".rstrip("0").rstrip(".")
-
-
 def schedule_row(schedule: Schedule, violations: list[str] | None) -> list[str]:
     """One table row: method, makespan, bubble %, peak memory per device, status, gap %.
 
@@ -53,9 +44,7 @@ def schedule_row(schedule: Schedule, violations: list[str] | None) -> list[str]:
     shown (the bound is for schedules that keep the rules; one that breaks them can be below
     it).
     """
-    status = schedule.status
-    if violations:
-        status = "OVER LIMIT" if any("memory limit" in v for v in violations) else "INVALID"
+    status = verdict(schedule.status, violations)
     gap = None if violations else schedule.gap
     return [schedule.method, fmt(schedule.makespan), f"{100 * schedule.bubble_fraction:.1f}%",
             " ".join(fmt(x, 2) for x in schedule.peak_memory), status,

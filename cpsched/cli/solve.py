@@ -39,7 +39,6 @@ from cpsched.cli.output import (
     ProgressPrinter,
     err_console,
     fail,
-    fmt,
     plot_seconds,
     plot_skipped,
     print_table,
@@ -49,6 +48,7 @@ from cpsched.cli.output import (
     write_outputs,
 )
 from cpsched.cli.solving import run_interruptible
+from cpsched.display import fmt
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
 from cpsched.outputs import OutputError

@@ -15,10 +15,11 @@ from typing import Any
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from cpsched.display import fmt
 from cpsched.instance import InstanceError
 from cpsched.schedules import NotApplicable
 from cpsched.serve import form, views
-from cpsched.serve.figures import fmt, gantt_figure, memory_figure, metrics_row
+from cpsched.serve.figures import gantt_figure, memory_figure, metrics_row
 from cpsched.serve.layout import GRAPH_CONFIG, download_buttons, metrics_table
 from cpsched.simulate import OrderError
 

@@ -14,10 +14,11 @@ from typing import Any
 from dash import Dash, Input, Output, State, ctx, html, no_update
 from dash.exceptions import PreventUpdate
 
+from cpsched.display import fmt
 from cpsched.model import Schedule
 from cpsched.serve import views
 from cpsched.serve.edit import Retimed, move, orders_to_text, retime
-from cpsched.serve.figures import fmt, gantt_figure, memory_figure
+from cpsched.serve.figures import gantt_figure, memory_figure
 from cpsched.serve.jobs import JobManager
 
 HIDDEN, SHOWN = {"display": "none"}, {"display": "block"}

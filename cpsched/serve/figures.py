@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from cpsched.display import fmt, verdict
 from cpsched.metrics import memory_profile
 from cpsched.model import Schedule
 
@@ -248,24 +249,12 @@ def fits(schedule: Schedule) -> bool | None:
     return max(schedule.peak_memory, default=0.0) <= limit + 1e-6
 
 
-def fmt(x: float | None, digits: int = 3) -> str:
-    """A number for the page: ``-`` for None, integers without decimals, else at most
-    ``digits`` decimals."""
-    if x is None:
-        return "-"
-    if float(x).is_integer():
-        return str(int(x))
-    return f"{x:.{digits}f}".rstrip("0").rstrip(".")
-
-
 def metrics_row(schedule: Schedule, violations: Sequence[str], label: str | None = None
                 ) -> dict[str, str]:
     """One row of the comparison table: schedule, makespan, bubble %, peak memory (max over
     devices), fits the limit, status, gap (against ``schedule.lower_bound``)."""
     ok = fits(schedule)
-    status = str(schedule.status)
-    if violations:
-        status = "OVER LIMIT" if any("memory limit" in v for v in violations) else "INVALID"
+    status = verdict(schedule.status, violations)
     gap = None if violations else schedule.gap
     return {
         "schedule": label or schedule.method,
@@ -278,5 +267,5 @@ def metrics_row(schedule: Schedule, violations: Sequence[str], label: str | None
     }
 
 
-__all__ = ["block_rgb", "fits", "fmt", "gantt_figure", "memory_at", "memory_figure",
+__all__ = ["block_rgb", "fits", "gantt_figure", "memory_at", "memory_figure",
            "metrics_row", "microbatch_rgb"]

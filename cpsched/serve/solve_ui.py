@@ -12,9 +12,10 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from cpsched.display import fmt
 from cpsched.model import Schedule
 from cpsched.serve import views
-from cpsched.serve.figures import fmt, gantt_figure, memory_figure, metrics_row
+from cpsched.serve.figures import gantt_figure, memory_figure, metrics_row
 from cpsched.serve.jobs import Job, JobManager
 from cpsched.serve.layout import GRAPH_CONFIG, download_buttons
 
