@@ -43,6 +43,11 @@ class Progress(cp_model.CpSolverSolutionCallback):
             self.bound = max(self.bound, int(math.ceil(bound - 1e-9)))
         self.report()
 
+    def improved(self, makespan: int) -> None:
+        """A shorter schedule found outside CP-SAT's search (ticks; the window search)."""
+        self.incumbent = makespan
+        self.report()
+
     def on_bound(self, bound: float) -> None:
         """A better bound (``CpSolver.best_bound_callback``)."""
         if self.trust_bound:

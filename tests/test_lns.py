@@ -1,0 +1,140 @@
+"""The window search (cpsched/solver/lns.py, docs/modelling.md §22): it only ever returns a
+valid schedule, never longer than the one it started from, reproducibly without a deadline,
+reaches proven optima from poor starts on small instances, and is what ``solve`` uses on large
+models."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cpsched.solver.facade as facade
+import cpsched.solver.lns as lns
+from cpsched import solve
+from cpsched.actions import TimedAction
+from cpsched.graph import build_task_graph
+from cpsched.instance import Instance
+from cpsched.model import Schedule
+from cpsched.schedules import run_all
+from cpsched.schedules.transforms import sequential_schedule
+from cpsched.solver.warm_start import best_warm_start
+from cpsched.validate import validate
+
+
+def _starts(inst: Instance, sch: Schedule) -> dict:
+    return {a.action: inst.ticks(a.start) for a in sch.actions}
+
+
+def _as_schedule(inst: Instance, starts: dict) -> Schedule:
+    """The timed schedule of ``{action: start tick}``."""
+    g = build_task_graph(inst)
+    rows = [TimedAction(g.nodes[a]["device"], a.stage, a.microbatch, a.kind,
+                        inst.from_ticks(t), inst.from_ticks(t + g.nodes[a]["duration"]))
+            for a, t in starts.items()]
+    return Schedule(inst, rows, method="cpsat")
+
+
+def _improve(inst: Instance, start: Schedule, **kw: object) -> tuple[dict, lns.LnsStats]:
+    return lns.improve(inst, build_task_graph(inst), _starts(inst, start), **kw)
+
+
+def test_from_the_sequential_schedule_to_the_optimum() -> None:
+    # p=4 m=8 F=5 B=10, no limit: the optimum is the 1F1B makespan (m + p - 1)(F + B) = 165
+    inst = make(4, 1, 8)
+    seq = sequential_schedule(inst)
+    starts, stats = _improve(inst, seq, deterministic_time=20)
+    out = _as_schedule(inst, starts)
+    assert not validate(out)
+    assert seq.makespan == 8 * 4 * 15  # one microbatch at a time
+    assert out.makespan == stats.makespan == 165 and stats.improvements >= 1
+
+
+def test_memory_limit_is_kept_and_result_reproducible(monkeypatch: pytest.MonkeyPatch) -> None:
+    # p=4 v=2 m=16 F=5 B=10, limit 6 (3 microbatches' worth of both chunks), windows of
+    # 30-100 actions out of 256
+    monkeypatch.setattr(lns, "START_WINDOW", 60)
+    monkeypatch.setattr(lns, "MIN_WINDOW", 30)
+    monkeypatch.setattr(lns, "MAX_WINDOW", 100)
+    inst = make(4, 2, 16, limit=6)
+    seq = sequential_schedule(inst)
+    a, sa = _improve(inst, seq, deterministic_time=2)
+    b, sb = _improve(inst, seq, deterministic_time=2)
+    assert a == b and sa.makespan == sb.makespan and sa.windows == sb.windows
+    out = _as_schedule(inst, a)
+    assert not validate(out)
+    assert max(out.peak_memory) <= 6
+    assert out.makespan < seq.makespan
+    assert out.makespan >= facade.combinatorial_bound(inst)
+
+
+def test_small_windows_on_a_larger_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    # windows of ~40 actions out of 768: the before / window / after split is exercised
+    monkeypatch.setattr(lns, "START_WINDOW", 40)
+    monkeypatch.setattr(lns, "MIN_WINDOW", 20)
+    monkeypatch.setattr(lns, "MAX_WINDOW", 60)
+    inst = make(8, 2, 24, limit=8, latency=1)
+    name, rows, horizon = best_warm_start(inst, run_all(inst))
+    start = {a.action: inst.ticks(a.start) for a in rows}
+    starts, stats = lns.improve(inst, build_task_graph(inst), start, deterministic_time=10)
+    assert max(stats.sizes) <= 80 and stats.windows > 10
+    out = _as_schedule(inst, starts)
+    assert not validate(out)
+    assert inst.ticks(out.makespan) == stats.makespan <= horizon
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(p=st.integers(2, 4), v=st.integers(1, 2), m=st.integers(2, 8),
+       split=st.booleans(), latency=st.sampled_from([0, 1]),
+       slack=st.integers(0, 3), window=st.sampled_from([6, 15, 400]))
+def test_never_invalid_never_longer(p: int, v: int, m: int, split: bool, latency: int,
+                                    slack: int, window: int) -> None:
+    kw: dict = {"I": 4, "W": 3} if split else {}
+    # the smallest limit one microbatch fits in (all its chunks on a device), plus slack
+    inst = make(p, v, m, latency=latency, limit=v + slack, **kw)
+    seq = sequential_schedule(inst)
+    orig = lns.START_WINDOW, lns.MIN_WINDOW
+    lns.START_WINDOW, lns.MIN_WINDOW = window, min(window, 6)
+    try:
+        starts, stats = _improve(inst, seq, deterministic_time=2)
+    finally:
+        lns.START_WINDOW, lns.MIN_WINDOW = orig
+    out = _as_schedule(inst, starts)
+    assert not validate(out)
+    assert out.makespan <= seq.makespan
+    assert inst.ticks(out.makespan) >= facade.combinatorial_bound(inst)
+
+
+def test_stops_at_once_when_asked_or_at_the_bound() -> None:
+    inst = make(4, 1, 8)
+    seq = sequential_schedule(inst)
+    starts, stats = _improve(inst, seq, stop=lambda: True)
+    assert stats.windows == 0 and starts == _starts(inst, seq)
+    starts, stats = _improve(inst, seq, lower=inst.ticks(seq.makespan))
+    assert stats.windows == 0
+
+
+def test_overlap_instances_are_refused() -> None:
+    inst = make(4, 1, 8, overlap=12)
+    with pytest.raises(ValueError, match="overlapped"):
+        _improve(inst, sequential_schedule(inst))
+
+
+def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    # p=4 v=2 m=16 limit 6 from the sequential warm start only; the search is switched on
+    # for this small model by lowering its size threshold
+    inst = make(4, 2, 16, limit=6)
+    seq = sequential_schedule(inst)
+    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+    res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
+                parameters={"max_deterministic_time": 3})
+    ws = res.stats["window_search"]
+    assert ws is not None and ws["windows"] >= 1
+    assert res.schedule is not None and not validate(res.schedule)
+    assert res.makespan <= ws["makespan"] < seq.makespan
+    assert res.schedule.extra["warm_start_makespan"] == seq.makespan
+    monkeypatch.setattr(lns, "MIN_ACTIONS", 10**9)
+    res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
+                parameters={"max_deterministic_time": 0.5})
+    assert res.stats["window_search"] is None
