@@ -13,8 +13,14 @@ pipeline fills and drains, and these bounds count that idle time:
   ``a_s`` from the start of ``F(s)`` to its release, at least the round trip ``RT_s``; the
   area ``m * sum_s a_s RT_s`` fits under ``limit * (C - head - tail)``.
 
-All values are integer ticks; every bound holds for every valid schedule without overlapped
-F&B pairs (with pairs, durations shrink: these bounds are not used then).
+* :func:`pair_fill_drain_bound` (docs/modelling.md §16.1): the same windows with overlapped
+  F&B pairs.  No pair can run before a device's first backward is available nor after its last
+  forward, so a forward run in the fill window or a backward in the drain window is one pair
+  fewer; the device either idles there or gives up the pairs' savings.
+
+All values are integer ticks; the first two hold for every valid schedule without overlapped
+F&B pairs (with pairs, durations shrink: they are not used then), the third for every valid
+schedule with or without pairs.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import networkx as nx
 
 from cpsched.actions import Action, Kind
 from cpsched.core import HeadsTails, heads_and_tails
-from cpsched.graph import build_task_graph, microbatch_chains
+from cpsched.graph import build_task_graph, microbatch_chains, overlap_relaxed_durations
 from cpsched.instance import Instance
 
 _EPS = 1e-6
@@ -187,3 +193,84 @@ def _round_trips(inst: Instance, g: nx.DiGraph, i: int) -> dict[int, float]:
     r = inst.released_by_input
     return {s: r * to_end(s, Kind.I) + (1 - r) * to_end(s, Kind.W)
             for s in range(inst.num_stages)}
+
+
+def pair_fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None) -> int:
+    """Lower bound (ticks) for instances with ``overlap_forward_backward``, from the time no
+    pair can run (docs/modelling.md §16.1); 0 without an overlap cost.
+
+    Per device ``d``, with the pair-relaxed heads and tails of docs/modelling.md §4.3
+    (:func:`cpsched.graph.overlap_relaxed_durations`): before ``sigma`` (the smallest head of
+    a backward on ``d``) only solo forwards run; after the end of ``d``'s last forward (at
+    least ``tau``, the smallest tail of a forward, before the makespan) only solo backward
+    work.  If ``L`` of the ``K = min(#F, #B)`` possible pairs are not formed, at most
+    ``#F - K + L`` forwards fill the first window and at most ``#B - K + L`` backward units
+    the second, and the ``L`` smallest savings are lost::
+
+        C >= t0 + work - savings(K) + min_L [lost(L) + idle_fill + idle_drain]
+
+    (``max`` of the two idles when ``L = K``: the windows may then meet).  ``savings`` is
+    the per-pair ``F + B - P`` of §4.3, ``P`` the shortest pair.
+    """
+    ov = inst.overlap_forward_backward
+    if ov is None:
+        return 0
+    g = build_task_graph(inst) if g is None else g
+    shortest = min(inst.ticks(x) for x in ov)
+    h = g.copy()
+    rel = overlap_relaxed_durations(inst, g)
+    nx.set_node_attributes(h, rel, "duration")
+    head, tail = heads_and_tails(h)
+    dur = nx.get_node_attributes(g, "duration")
+    dev = nx.get_node_attributes(g, "device")
+    by_dev: dict[int, list[Action]] = {}
+    for a in g:
+        by_dev.setdefault(dev[a], []).append(a)
+    best = 0
+    for nodes in by_dev.values():
+        best = max(best, _pair_device_bound(inst, nodes, dur, head, tail, shortest))
+    return best
+
+
+def _pair_device_bound(inst: Instance, nodes: list[Action], dur: Mapping[Action, int],
+                       head: Mapping[Action, int], tail: Mapping[Action, int],
+                       shortest: int) -> int:
+    """:func:`pair_fill_drain_bound` of one device (its actions ``nodes``)."""
+    t0 = min(head[a] for a in nodes)
+    work = sum(dur[a] for a in nodes)
+    fwd = [a for a in nodes if a.kind == Kind.F]
+    first_bwd = [a for a in nodes if a.kind in (Kind.B, Kind.I)]
+    if not fwd or not first_bwd:
+        return t0 + work
+    # a backward unit: B, or I + W (a pair may run it fused: docs/modelling.md §15)
+    units = sorted((inst.ticks(inst.backward[a.stage]) for a in first_bwd), reverse=True)
+    fs = sorted((dur[a] for a in fwd), reverse=True)
+    k = min(len(fs), len(units))
+    saving = sorted((max(0, f + b - shortest) for f, b in zip(fs[:k], units[:k], strict=True)),
+                    reverse=True)
+    sigma = min(head[a] for a in first_bwd)
+    early = sorted((dur[a] for a in fwd if head[a] < sigma), reverse=True)
+    tau = min(tail[a] for a in fwd)
+    fill_prefix = _prefix(early)
+    drain_prefix = _prefix(units)
+    spare_f, spare_b = len(fs) - k, len(units) - k
+    best = math.inf
+    lost = 0
+    for n_lost in range(k + 1):
+        if n_lost:
+            lost += saving[k - n_lost]  # the smallest savings go first
+        x = min(len(early), spare_f + n_lost)
+        y = min(len(units), spare_b + n_lost)
+        idle_fill = max(0, sigma - t0 - fill_prefix[x])
+        idle_drain = max(0, tau - drain_prefix[y])
+        idle = max(idle_fill, idle_drain) if n_lost == k else idle_fill + idle_drain
+        best = min(best, lost + idle)
+    return int(t0 + work - sum(saving) + best)
+
+
+def _prefix(values: list[int]) -> list[int]:
+    """``[0, v0, v0 + v1, ...]``."""
+    out = [0]
+    for v in values:
+        out.append(out[-1] + v)
+    return out
