@@ -1,7 +1,8 @@
 """``solve``: the one entry point from an instance to its best schedule (docs/modelling.md).
 
 Steps: the combinatorial lower bound (docs/modelling.md §4) → the best valid known schedule as
-a complete hint with its makespan as horizon (§5, §6) → the pipeline model → CP-SAT →
+a complete hint with its makespan as horizon (§5, §6) → on large models, the window search
+shortens it (§17) → the pipeline model → CP-SAT →
 the better of hint and solution, with a status that is OPTIMAL only when the makespan equals a
 bound cpsched can stand behind (docs/spec.md §5).
 """
@@ -16,11 +17,11 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from cpsched.bounds import area_bound, fill_drain_bound
+from cpsched.bounds import area_bound, fill_drain_bound, pair_fill_drain_bound
 from cpsched.graph import build_task_graph, heads_and_tails, lower_bound, overlap_lower_bound
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
-from cpsched.solver import isolated
+from cpsched.solver import isolated, lns
 from cpsched.solver.overlap import pair_solution
 from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.progress import Progress, ProgressCallback
@@ -75,7 +76,7 @@ class Result:
 
 def combinatorial_bound(inst: Instance) -> int:
     """The best bound (ticks) proven before any search: with overlapped pairs the relaxed
-    bound (docs/modelling.md §4 assumes none); else the plain bound and the memory-aware
+    bound and the pair fill/drain bound (docs/modelling.md §4.3, §16.1); else the plain bound and the memory-aware
     fill/drain and area bounds (docs/modelling.md §11, §16)."""
     return _bounds(inst)[0]
 
@@ -85,7 +86,7 @@ def _bounds(inst: Instance) -> tuple[int, Any, Any]:
     g = build_task_graph(inst)
     ht = heads_and_tails(g)  # once for the three bounds (~0.2 s at 50k actions)
     if inst.overlap_forward_backward is not None:
-        return overlap_lower_bound(inst, g), g, ht
+        return max(overlap_lower_bound(inst, g), pair_fill_drain_bound(inst, g)), g, ht
     return max(lower_bound(inst, g, ht=ht).value, fill_drain_bound(inst, g, ht=ht)[0],
                area_bound(inst, g, ht=ht)), g, ht
 
@@ -181,6 +182,12 @@ def solve(
         candidates = run_all(inst, None if deadline is None else t0 + float(time_limit) / 3)
     lb, g, ht = _bounds(inst)
     warm, hint, horizon, pairs = _warm_start(inst, candidates)
+    cb = Progress(inst, t0, on_progress, min(lb, horizon))
+    stop = _TrackedStop(on_solver)
+    stop.give(None)  # Ctrl-C during the window search
+    start_horizon = horizon
+    hint, horizon, windows = _window_search(inst, g, hint, horizon, lb, deadline, seed,
+                                            parameters, cb, stop)
     model = _model(inst, hint, horizon, lb, pairs)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
@@ -189,10 +196,12 @@ def solve(
     # a restricted pair set, or parameters that fix variables, make CP-SAT's bound one of a
     # smaller model: then only the combinatorial bound is proven
     trust = not model.restricted and not params.fix_variables_to_their_hinted_value
-    cb = Progress(inst, t0, on_progress, min(lb, horizon), trust_bound=trust)
+    cb.trust_bound = trust
     cb.report()
-    stop = _TrackedStop(on_solver)
-    out = _run_search(model.model, params, search_deadline, cb, stop.give)
+    if stop.requested:
+        out = isolated.Outcome()
+    else:
+        out = _run_search(model.model, params, search_deadline, cb, stop.give)
     schedule, makespan, bound = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
     relaxed: list[DeviceRelaxation] = []
     if bound < makespan and not stop.requested:
@@ -200,7 +209,7 @@ def solve(
                                           params.max_deterministic_time)
         bound = max(bound, relaxed_bound)
     message = _restricted_message(model)
-    _certify(schedule, min(bound, makespan), t0, warm, horizon, message)
+    _certify(schedule, min(bound, makespan), t0, warm, start_horizon, message)
     return Result(
         schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
         solver_status=out.status_name, message=message,
@@ -208,9 +217,42 @@ def solve(
             "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
             "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
                                 for r in relaxed],
+            "window_search": None if windows is None else {
+                "windows": windows.windows, "improvements": windows.improvements,
+                "seconds": round(windows.seconds, 2),
+                "makespan": inst.from_ticks(windows.makespan)},
             "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
             "restricted": model.restricted},
     )
+
+
+#: share of the time left that the window search gets (when it applies), and its
+#: deterministic budget without a time limit (CP-SAT units, reproducible)
+WINDOW_SHARE, WINDOW_DETERMINISTIC_TIME = 0.6, 30.0
+
+
+def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
+                   deadline: float | None, seed: int, parameters: Mapping[str, Any] | None,
+                   cb: Progress, stop: _TrackedStop) -> tuple[Any, int, lns.LnsStats | None]:
+    """The warm start shortened by the window search (docs/modelling.md §17) when the model
+    is large (:data:`cpsched.solver.lns.MIN_ACTIONS`), has no overlapped pairs and a gap is
+    open: ``(hint, horizon, stats)``; unchanged (stats None) otherwise."""
+    if (inst.overlap_forward_backward is not None or inst.n_actions < lns.MIN_ACTIONS
+            or lb >= horizon):
+        return hint, horizon, None
+    budget = WINDOW_DETERMINISTIC_TIME
+    if parameters and "max_deterministic_time" in parameters:
+        budget = min(budget, float(parameters["max_deterministic_time"]))
+    until = None
+    if deadline is not None:
+        until = time.perf_counter() + WINDOW_SHARE * (deadline - time.perf_counter())
+        budget = math.inf
+    starts, stats = lns.improve(inst, g, hint, deadline=until, deterministic_time=budget,
+                                seed=seed, lower=lb, stop=lambda: stop.requested,
+                                on_improve=cb.improved)
+    if stats.makespan >= horizon:
+        return hint, horizon, stats
+    return starts, stats.makespan, stats
 
 
 def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: int, lb: int,
