@@ -445,7 +445,8 @@ def test_ctrl_c_during_solve_keeps_the_best_schedule(tmp_path: Path) -> None:
     assert "interrupted: kept the best schedule" in out and "Traceback" not in err
     path = tmp_path / "p16-loop-v2-m64-lim24.json"
     data = json.loads(path.read_text())
-    assert data["status"] in ("FEASIBLE", "HEURISTIC") and data["makespan"] > 0
+    # the solver's best so far (the window search runs at this point), not the warm start
+    assert data["status"] == "FEASIBLE" and 0 < data["makespan"] <= 2515
     assert run("validate", str(SCALE), str(path)).exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no PNG, no temp file
 

@@ -47,33 +47,39 @@ def run_interruptible(call: Callable[[OnSolver], Any],
     ``on_solver`` received and wait at most ``grace`` seconds for ``call`` to return."""
     run = SolveRun()
     solvers: list[Any] = []
+    # "done" is an Event, not Thread.is_alive(): on Python 3.11 a KeyboardInterrupt that lands
+    # inside Thread.join(timeout) can leave is_alive() False while the thread still runs
+    # (measured: the solve's result was then lost)
+    done = threading.Event()
 
     def target() -> None:
         try:
             run.result = call(solvers.append)
         except BaseException as exc:  # noqa: BLE001  (handed to the main thread)
             run.error = exc
+        finally:
+            done.set()
 
     thread = threading.Thread(target=target, name="cpsched-solve", daemon=True)
     thread.start()
     try:
-        while thread.is_alive():
-            thread.join(0.1)
+        while not done.wait(0.1):
+            pass
     except KeyboardInterrupt:
         run.interrupted = True
-        _stop(thread, solvers, grace)
-    run.finished = not thread.is_alive()
+        _stop(done, solvers, grace)
+    run.finished = done.is_set()
     return run
 
 
-def _stop(thread: threading.Thread, solvers: list[Any], grace: float) -> None:
+def _stop(done: threading.Event, solvers: list[Any], grace: float) -> None:
     """Ask the search to stop (again and again: the solver may only just be starting) until
-    the thread ends or ``grace`` seconds pass; another Ctrl-C ends the wait."""
+    the solve is ``done`` or ``grace`` seconds pass; another Ctrl-C ends the wait."""
     end = time.perf_counter() + grace
     try:
-        while thread.is_alive() and time.perf_counter() < end:
+        while not done.is_set() and time.perf_counter() < end:
             for solver in solvers:
                 solver.stop_search()
-            thread.join(0.05)
+            done.wait(0.05)
     except KeyboardInterrupt:
         pass

@@ -17,6 +17,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from cpsched.actions import TimedAction
 from cpsched.bounds import area_bound, fill_drain_bound, pair_fill_drain_bound
 from cpsched.graph import build_task_graph, heads_and_tails, lower_bound, overlap_lower_bound
 from cpsched.instance import Instance
@@ -76,8 +77,8 @@ class Result:
 
 def combinatorial_bound(inst: Instance) -> int:
     """The best bound (ticks) proven before any search: with overlapped pairs the relaxed
-    bound and the pair fill/drain bound (docs/modelling.md §4.3, §16.1); else the plain bound and the memory-aware
-    fill/drain and area bounds (docs/modelling.md §11, §16)."""
+    bound and the pair fill/drain bound (docs/modelling.md §4.3, §16.1); else the plain
+    bound and the memory-aware fill/drain and area bounds (docs/modelling.md §11, §16)."""
     return _bounds(inst)[0]
 
 
@@ -106,18 +107,20 @@ def _relax_reserve(inst: Instance, g: Any, ht: Any, deadline: float, open_gap: b
 
 
 def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: float | None,
-             search_deterministic_time: float) -> tuple[int, list[DeviceRelaxation]]:
+             search_deterministic_time: float, on_solver: Callable[[Any], None],
+             ) -> tuple[int, list[DeviceRelaxation]]:
     """The one-device relaxation bound (docs/modelling.md §21) in the time left; without a
     deadline deterministic, within :data:`RELAX_DETERMINISTIC_TIME` and at most the search's
     own deterministic limit."""
     if deadline is None:
         dt = min(RELAX_DETERMINISTIC_TIME, search_deterministic_time)
-        return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt)
+        return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt,
+                                on_solver=on_solver)
     wall = deadline - time.perf_counter() - _RESERVE
     if wall < 0.2:
         return lb, []
     return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=4 * wall,
-                            time_limit=wall)
+                            time_limit=wall, on_solver=on_solver)
 
 
 #: Above this many actions the default is fewer CP-SAT workers (memory: each worker's copies).
@@ -188,6 +191,13 @@ def solve(
     start_horizon = horizon
     hint, horizon, windows = _window_search(inst, g, hint, horizon, lb, deadline, seed,
                                             parameters, cb, stop)
+    if stop.requested and windows is not None:  # Ctrl-C in the window search: no model
+        schedule = _timed(inst, g, hint)
+        _certify(schedule, min(lb, horizon), t0, warm, start_horizon, "")
+        return Result(schedule=schedule, solve_seconds=schedule.solve_seconds,
+                      warm_start=warm, solver_status="UNKNOWN",
+                      stats={"window_search": _window_stats(inst, windows),
+                             "combinatorial_bound": inst.from_ticks(lb)})
     model = _model(inst, hint, horizon, lb, pairs)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
@@ -206,7 +216,7 @@ def solve(
     relaxed: list[DeviceRelaxation] = []
     if bound < makespan and not stop.requested:
         relaxed_bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,
-                                          params.max_deterministic_time)
+                                          params.max_deterministic_time, stop.give)
         bound = max(bound, relaxed_bound)
     message = _restricted_message(model)
     _certify(schedule, min(bound, makespan), t0, warm, start_horizon, message)
@@ -217,10 +227,7 @@ def solve(
             "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
             "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
                                 for r in relaxed],
-            "window_search": None if windows is None else {
-                "windows": windows.windows, "improvements": windows.improvements,
-                "seconds": round(windows.seconds, 2),
-                "makespan": inst.from_ticks(windows.makespan)},
+            "window_search": _window_stats(inst, windows),
             "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
             "restricted": model.restricted},
     )
@@ -249,10 +256,26 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
         budget = math.inf
     starts, stats = lns.improve(inst, g, hint, deadline=until, deterministic_time=budget,
                                 seed=seed, lower=lb, stop=lambda: stop.requested,
-                                on_improve=cb.improved)
+                                on_improve=cb.improved, on_solver=stop.give)
     if stats.makespan >= horizon:
         return hint, horizon, stats
     return starts, stats.makespan, stats
+
+
+def _window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] | None:
+    """``Result.stats["window_search"]``: windows solved, improvements, seconds, makespan."""
+    if stats is None:
+        return None
+    return {"windows": stats.windows, "improvements": stats.improvements,
+            "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
+
+
+def _timed(inst: Instance, g: Any, starts: Mapping[Any, int]) -> Schedule:
+    """The schedule of ``{action: start tick}`` (no pairs) without building the model."""
+    rows = [TimedAction(g.nodes[a]["device"], a.stage, a.microbatch, a.kind,
+                        inst.from_ticks(t), inst.from_ticks(t + g.nodes[a]["duration"]))
+            for a, t in starts.items()]
+    return Schedule(inst, rows, method="cpsat")
 
 
 def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: int, lb: int,
@@ -283,10 +306,14 @@ class _TrackedStop:
 
     def __init__(self, on_solver: Callable[[Any], None] | None) -> None:
         self.on_solver, self.handle, self.requested = on_solver, None, False
+        self.announced = False
 
     def give(self, handle: Any) -> None:
+        """The stop handle of what runs now (a window's solver, the search); ``on_solver``
+        receives this object once."""
         self.handle = handle
-        if self.on_solver is not None:
+        if self.on_solver is not None and not self.announced:
+            self.announced = True
             self.on_solver(self)
 
     def stop_search(self) -> None:

@@ -251,6 +251,7 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
             deadline: float | None = None, deterministic_time: float = 30.0,
             seed: int = 0, lower: int = 0, stop: Callable[[], bool] | None = None,
             on_improve: Callable[[int], None] | None = None,
+            on_solver: Callable[[cp_model.CpSolver], None] | None = None,
             ) -> tuple[dict[Action, int], LnsStats]:
     """Shorten a valid schedule by re-scheduling one time window at a time (module docstring).
 
@@ -266,6 +267,8 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
         lower: a proven lower bound (ticks); the search stops when it reaches it.
         stop: polled between windows; True ends the search (Ctrl-C).
         on_improve: called with each shorter makespan (ticks).
+        on_solver: called with each window's ``CpSolver`` before it solves (its
+            ``stop_search()`` ends that window at once).
 
     Returns:
         ``(starts, stats)``: the best schedule found — never longer than ``starts`` — as
@@ -305,9 +308,14 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
         prm = solver.parameters
         prm.num_workers = 1
         prm.random_seed = seed + stats.windows
+        prm.catch_sigint_signal = False  # Ctrl-C is the caller's (``stop``)
         prm.max_deterministic_time = min(WINDOW_DETERMINISTIC_TIME, deterministic_time - used)
         if left is not None:  # without a deadline only deterministic limits (reproducible)
             prm.max_time_in_seconds = max(0.05, min(WINDOW_SECONDS, left - 0.1))
+        if on_solver is not None:
+            on_solver(solver)
+        if stop is not None and stop():
+            break
         code = solver.solve(m)
         used += solver.deterministic_time
         if code == cp_model.OPTIMAL and (

@@ -19,7 +19,7 @@ the implied memory precedences hold in it for the same reasons as in the full mo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 
@@ -100,6 +100,7 @@ def _memory(inst: Instance, m: cp_model.CpModel, start: Mapping[Action, cp_model
 
 def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: int,
                  upper: int, *, deterministic_time: float, time_limit: float | None = None,
+                 on_solver: Callable[[cp_model.CpSolver], None] | None = None,
                  ) -> DeviceRelaxation:
     """Solve the relaxation of device ``d`` (see the module docstring) with CP-SAT, one
     worker, within ``deterministic_time`` (and ``time_limit`` wall seconds, if given).
@@ -108,6 +109,8 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
         g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and tails.
         lower, upper: a known lower bound and a known makespan (ticks); the relaxation's
             optimum is searched in between.
+        on_solver: called with the ``CpSolver`` before it solves (Ctrl-C: its
+            ``stop_search()``; the bound proven so far is kept).
 
     Returns:
         :class:`DeviceRelaxation` whose ``bound`` is CP-SAT's proven bound (at least
@@ -134,9 +137,12 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
     m.minimize(makespan)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C is the caller's
     solver.parameters.max_deterministic_time = deterministic_time
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(0.01, time_limit)
+    if on_solver is not None:
+        on_solver(solver)
     code = solver.solve(m)
     if code == cp_model.INFEASIBLE:  # no schedule below upper: upper is optimal for d
         return DeviceRelaxation(d, upper, True, solver.wall_time)
@@ -175,7 +181,8 @@ def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1
 
 def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
                      *, deterministic_time: float, time_limit: float | None = None,
-                     top: int = 1) -> tuple[int, list[DeviceRelaxation]]:
+                     top: int = 1, on_solver: Callable[[cp_model.CpSolver], None] | None = None,
+                     ) -> tuple[int, list[DeviceRelaxation]]:
     """The best one-device relaxation bound (ticks) over the ``top`` most pressured devices
     (:func:`pressured_devices`), and each device's result.
 
@@ -192,7 +199,8 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
         if wall is not None and wall <= 0.05:
             break
         r = relax_device(inst, g, ht, d, best, upper,
-                         deterministic_time=deterministic_time / len(todo), time_limit=wall)
+                         deterministic_time=deterministic_time / len(todo), time_limit=wall,
+                         on_solver=on_solver)
         out.append(r)
         best = max(best, r.bound)
         if best >= upper:
