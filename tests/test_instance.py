@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import tomllib
 import warnings
 from pathlib import Path
 
 import pytest
+import tomli_w
 from conftest import INSTANCES, make
 
 from cpsched.instance import (
     Instance,
     InstanceError,
     TickRoundingWarning,
+    dumps_toml,
     load_instance,
     parse_override,
 )
@@ -240,6 +243,54 @@ def test_shipped_instances_toml_round_trip(path: Path, tmp_path: Path) -> None:
     out = tmp_path / path.name
     out.write_text(inst.to_toml())
     assert load_instance(out) == inst
+
+
+@pytest.mark.parametrize("path", sorted((INSTANCES / "scale").glob("*.toml")),
+                         ids=lambda p: p.stem)
+def test_scale_instances_round_trip_with_one_line_lists(path: Path, tmp_path: Path) -> None:
+    """Issue 9: tomli_w wrote one line per list element (32-stage lists: 34 lines each);
+    the shipped files and what to_toml writes keep each per-stage list on one line."""
+    inst = load_instance(path)
+    text = inst.to_toml()
+    out = tmp_path / path.name
+    out.write_text(text)
+    assert load_instance(out) == inst
+    for t in (text, path.read_text(encoding="utf-8")):
+        assert len(t.splitlines()) <= 20
+        assert not [line for line in t.splitlines() if line.rstrip().endswith("[")]
+    if isinstance(inst.costs.forward, list):  # the profiled ones: S floats on one line
+        line = next(x for x in text.splitlines() if x.startswith("forward = "))
+        assert line == "forward = [" + ", ".join(map(str, inst.forward)) + "]"
+
+
+def test_to_toml_one_line_lists(every_feature: Instance) -> None:
+    text = every_feature.to_toml()
+    assert "forward = [1.5, 1.0, 1.25, 2.0]\n" in text
+    assert "backward_weight = [1.0, 0.5, 0.75, 1.0]\n" in text
+    assert "activation = [1.0, 2.0, 1.0, 1.0]\n" in text
+    assert len(text.splitlines()) == 19  # tomli_w alone: 39 (one line per list element)
+    assert Instance.from_dict(tomllib.loads(text)) == every_feature
+
+
+def test_dumps_toml_any_document() -> None:
+    """dumps_toml parses back to what tomli_w wrote: nested arrays, tables in arrays,
+    strings holding brackets and commas, empty arrays."""
+    doc = {"a": [1, 2.5, True], "s": ["x],", "[", "a\nb"], "n": [[1, 2], [3, [4, []]]],
+           "e": [], "t": {"x": [1]}, "aot": [{"k": [1, 2], "long": "y" * 120}, {"k": []}],
+           "inline": [{"a": 1}, {"b": "]"}]}
+    text = dumps_toml(doc)
+    assert tomllib.loads(text) == tomllib.loads(tomli_w.dumps(doc)) == doc
+    assert 'a = [1, 2.5, true]\n' in text and "n = [[1, 2], [3, [4, []]]]\n" in text
+    assert 's = ["x],", "[", "a\\nb"]\n' in text
+
+
+def test_dumps_toml_falls_back_to_tomli_w(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rewriting that would change the data is never written: tomli_w's text instead."""
+    import cpsched.instance.toml_writer as tw
+
+    doc = {"a": [1, 2]}
+    monkeypatch.setattr(tw, "compact_arrays", lambda text: "a = [1]\n")
+    assert tw.dumps_toml(doc) == tomli_w.dumps(doc) == "a = [\n    1,\n    2,\n]\n"
 
 
 def test_to_toml_quotes_strings(tmp_path: Path) -> None:

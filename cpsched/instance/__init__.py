@@ -11,7 +11,9 @@ Modules, one idea each:
 - :mod:`~cpsched.instance.checks`: the rules beyond field types (safe names, the tick grid
   within CP-SAT's integers, the overlap cost's physical range);
 - :mod:`~cpsched.instance.overrides`: ``KEY=VALUE`` overrides and dotted keys;
-- :mod:`~cpsched.instance.io`: reading TOML files into an :class:`Instance`.
+- :mod:`~cpsched.instance.io`: reading TOML files into an :class:`Instance`;
+- :mod:`~cpsched.instance.toml_writer`: writing TOML with per-stage lists on one line
+  (:func:`dumps_toml`, used by :meth:`Instance.to_toml`).
 
 Errors in an instance raise :class:`InstanceError` naming the field, the value and what is
 allowed; the command line turns it into one message and exit code 2.
@@ -32,6 +34,7 @@ from cpsched.instance.sections import (
     Pipeline,
     PositiveInt,
 )
+from cpsched.instance.toml_writer import dumps_toml
 
 __all__ = [
     "MAX_ACTIONS",
@@ -50,6 +53,7 @@ __all__ = [
     "PositiveInt",
     "TickGrid",
     "TickRoundingWarning",
+    "dumps_toml",
     "load_instance",
     "parse_override",
     "read_toml",

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Annotated, Any
 
-import tomli_w
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from cpsched.instance.checks import (
@@ -32,6 +31,7 @@ from cpsched.instance.checks import (
 from cpsched.instance.errors import InstanceError, to_instance_error
 from cpsched.instance.overrides import set_dotted
 from cpsched.instance.sections import Costs, Memory, PerStage, Pipeline, Section
+from cpsched.instance.toml_writer import dumps_toml
 
 #: Largest instance accepted, in actions (beyond this neither the solver nor plots help).
 MAX_ACTIONS = 200_000
@@ -380,11 +380,12 @@ class Instance(Section):
         return d
 
     def to_toml(self) -> str:
-        """The instance as a TOML document (round-trips through :func:`load_instance`)."""
+        """The instance as a TOML document (round-trips through :func:`load_instance`), per-stage
+        lists on one line (:func:`~cpsched.instance.toml_writer.dumps_toml`)."""
         d = self.to_dict()
         if not d.get("description"):
             d.pop("description", None)
-        return tomli_w.dumps(d)
+        return dumps_toml(d)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Instance:
