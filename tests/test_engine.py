@@ -182,7 +182,7 @@ def test_core_waits_for_a_later_release() -> None:
 
 # ---------------------------------------------------------------- pipeline list scheduler
 def test_named_rules() -> None:
-    assert set(PRIORITY_RULES) == {"dfs", "bfs", "cp", "due"}
+    assert set(PRIORITY_RULES) == {"dfs", "bfs", "cp", "due", "ilv"}
     pb = Problem(make(2, 1, 3, F=1, B=2))
     assert rule_function("due0.5")(pb, F(0, 0).kind, 0, 2) == (2 * 0.5 * pb.work
                                                                 - pb.tail["F"][0] - 1, 2)

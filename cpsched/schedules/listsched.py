@@ -13,16 +13,8 @@ predecessors have ended (plus lag), it is the next of its (kind, stage) in micro
 (FIFO, free by docs/modelling.md §1), and a forward passes the admission tests below.
 Warm-up, steady state and cool-down are not counted: they emerge from the rule.
 
-**Priority rules** are named functions (:data:`PRIORITY_RULES`; smaller key first).  A task's
-key is ``(w_last, rule + jitter, ..., queue position)``: :func:`w_last` ranks ``W`` last, so it
-fills bubbles, is postponed while forwards and input gradients can run, and runs as soon as a
-forward waits for memory; the device's (stage, kind) order breaks the remaining ties.
-:func:`dfs`: lowest microbatch, then furthest along its chain (``F`` of stage ``s`` has
-progress ``s``, its backward ``2S - 1 - s``) — with the window below, 1F1B on ``v = 1``.
-:func:`bfs`: forwards first, then least progress, then lowest microbatch — GPipe on ``v = 1``.
-:func:`cp`: longest tail first.  :func:`due`: ``i * T - tail - duration``, a due date for
-microbatch ``i`` when one enters every ``T = 0.4 x`` the largest per-microbatch work of a
-device (``dueX``: ``X`` times it).
+**Priority rules** (:mod:`cpsched.schedules.listsched_rules`: ``dfs`` → 1F1B, ``bfs`` →
+GPipe, ``ilv`` → interleaved 1F1B, ``cp``, ``due``) give every task a key; smaller first.
 
 **Admission** of a forward on device ``d``: a *window* — at most ``window[d]`` microbatches
 in flight on ``d`` (``"auto"``: ``ceil((S - first stage of d) / v)`` for ``dfs`` without a
@@ -35,44 +27,66 @@ never deadlocks and never exceeds the limit.  A microbatch is also admitted only
 will need there fits next to what admitted ones hold or still need, plus ``slack`` (0: a
 strict reservation; None: the banker's rule alone).
 
-**Portfolio** (default in memory-aware mode): the requested rule, then ``dfs``, ``bfs`` and
-``due`` with several periods, slacks and windows, then ``restarts`` runs of the best ones
-with seeded random offsets on their keys; the smallest makespan wins (ties: the earlier run).
-It stops when a run reaches the lower bound, and spends at most ``budget`` action starts:
-when the whole portfolio does not fit, an evenly spread subset of the configurations runs
-and a quarter of the budget goes to restarts (deterministic for a given ``seed``).
+**Portfolio** (default in memory-aware mode): the requested rule, then a few ``ilv`` runs
+(:func:`_ilv_configs`), then ``dfs``, ``bfs`` and ``due`` with several periods, slacks and
+windows, then ``restarts`` runs of the best three of those with seeded random offsets on their
+keys; the smallest makespan wins (ties: the earlier run), so the ``ilv`` runs can only improve
+on the rest.  It stops when a run reaches the lower bound, and spends at most ``budget`` action
+starts on the configurations and restarts (the two ``ilv`` runs come on top): when
+they do not all fit, an evenly spread subset of the configurations runs and a quarter of the
+budget goes to restarts (deterministic for a given ``seed``).
+
+**Without a memory limit** a device holding several stages (``v > 1``) gets a short portfolio
+by default: the requested rule, then ``ilv`` under :func:`interleaved_cap` (interleaved 1F1B's
+own peak as the admission target) and ``ilv`` with no memory test.  Measured on the loop grid
+p = 4/8/16, v = 2/4, m = 2p..4p, F:B = 1:2 and 5:10 (36 points), ``dfs`` alone was 14-49 %
+longer than interleaved 1F1B on every point; this portfolio equals it (the lower bound there)
+at the same peak memory, and is never longer on 216 points with p2p latency 0 or 0.3, uneven
+costs and split backward (p = 2/4/8, v = 2/3/4, m = p..3p).  With ``v = 1`` ``dfs`` is 1F1B and
+runs alone, as before.
 """
 
 from __future__ import annotations
 
-import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 
 from cpsched.actions import Action, DeviceOrders, Kind, Step
-from cpsched.engine import ADMIT, FINISH, START, DispatchResult, TaskTable, dispatch, paused_gc
+from cpsched.engine import DispatchResult, dispatch, paused_gc
 from cpsched.instance import Instance
-from cpsched.rules import default_tasks, released_fraction
+from cpsched.schedules.listsched_rules import (
+    PRIORITY_RULES,
+    RULES,
+    Problem,
+    bfs,
+    cp,
+    default_window,
+    dfs,
+    due,
+    group_size,
+    ilv,
+    interleaved_cap,
+    interleaved_warmup,
+    rule_function,
+    task_keys,
+    w_last,
+)
 from cpsched.schedules.registry import deadline, register
 
 _EPS = 1e-9
 
-#: Public rule names (``dueX`` with a number ``X`` is accepted too).
-RULES = ("dfs", "bfs", "cp", "due")
-
 #: ``due`` periods tried by the portfolio, as fractions of a device's work per microbatch.
 _DUE_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 1.0)
+#: Rules of the memory-aware portfolio, in order.
+_PORTFOLIO_RULES: tuple[str, ...] = ("dfs", "bfs", *(f"due{x}" for x in _DUE_FRACTIONS))
 #: Admission slacks tried by the portfolio, in units of the largest stage activation.
 _SLACKS: tuple[float | None, ...] = (0.0, 1.0, 2.0, None)
 #: Windows tried by the portfolio: ``round(a * p + b * (p - 1 - d))`` for device d.
 _WINDOWS: tuple[tuple[float, float] | None, ...] = (None, (1.0, 1.0), (2.0, 2.0))
 #: Portfolio budget in action starts (~12 runs at p=32 v=2 m=256); run_all's deadline too.
 BUDGET = 600_000
-
-Key = tuple[float, ...]
 
 
 class ListSchedulerError(RuntimeError):
@@ -94,138 +108,6 @@ class ListResult:
     makespan: int
     config: str
     starts: dict[Action, int]
-
-
-def default_window(inst: Instance) -> tuple[int, ...]:
-    """The ``dfs`` window per device: ``ceil((S - first stage of d) / v)``."""
-    S, v = inst.num_stages, inst.v
-    return tuple(math.ceil((S - min(inst.stages_of(d))) / v) for d in range(inst.p))
-
-
-class Problem:
-    """Static data shared by every run on one instance: the pipeline's default tasks
-    (:func:`cpsched.rules.default_tasks`: ticks, tails, the lower bound) as the engine's
-    :class:`~cpsched.engine.TaskTable`, and the memory needs of each device."""
-
-    def __init__(self, inst: Instance) -> None:
-        self.inst = inst
-        tasks = default_tasks(inst)
-        self.action, self.bound = tasks.action, tasks.bound
-        self.S, self.m, self.kinds, self.bk = inst.num_stages, inst.m, tasks.kinds, tasks.kinds[1]
-        nk, S, m = len(tasks.kinds), self.S, self.m
-        self.stages = [inst.stages_of(d) for d in range(inst.p)]
-        self.table = TaskTable(tasks.duration, tasks.device, [1] * inst.p, tasks.succ,
-                               [list(range(q * m, q * m + m)) for q in range(nk * S)],
-                               [*([kk * S + s for s in st for kk in range(nk)]
-                                  for st in self.stages), []])
-        self.dev = [inst.device_of(s) for s in range(self.S)]
-        self.first = [min(st) for st in self.stages]
-        self.nstages = [len(st) for st in self.stages]
-        self.dur, self.tail = tasks.dur, tasks.tail
-        self.act = inst.activation
-        self.need = [sum(self.act[s] for s in st) for st in self.stages]
-        self.work = max(sum(self.dur[k][s] for s in st for k in self.kinds)
-                        for st in self.stages)
-        self._keys: dict[tuple[str, str], list[Key]] = {}
-        nf = S * m  # forwards are admitted and take memory, the rest release it
-        self.hooked = [ADMIT | START] * nf + [FINISH] * (len(self.table.duration) - nf)
-        act = partial(tuple.__new__, Action)  # Action((k, s, i)), C speed
-        #: the action of every task, its stage, microbatch and device
-        self.acts = [act((k, s, i)) for k in self.kinds for s in range(S) for i in range(m)]
-        self.stage_of = [s for _ in self.kinds for s in range(S) for _ in range(m)]
-        self.mb_of = list(range(m)) * (S * nk)
-        self.dev_of = tasks.device
-        #: activation taken (F) or given back (the rest) by each task; closes: B and W
-        frac = [1.0 if k == Kind.F else released_fraction(inst, k) for k in self.kinds]
-        self.release_of = [self.act[s] * frac[kk] for kk in range(nk) for s in range(S)
-                           for _ in range(m)]
-        self.closes = [k in (Kind.B, Kind.W) for k in self.kinds for _ in range(S * m)]
-
-
-# ---------------------------------------------------------------------- priority rules
-Rule = Callable[[Problem, Kind, int, int], tuple[float, ...]]
-
-
-def w_last(pb: Problem, k: Kind, s: int, i: int) -> tuple[float, ...]:
-    """``W`` after everything else (the Zero Bubble greedy placement of weight gradients)."""
-    return (k == Kind.W,)
-
-
-def _progress(pb: Problem, k: Kind, s: int) -> int:
-    return s if k == Kind.F else 2 * pb.S - 1 - s
-
-
-def dfs(pb: Problem, k: Kind, s: int, i: int) -> tuple[float, ...]:
-    """Depth first: lowest microbatch, then furthest along its chain (→ 1F1B)."""
-    return (i, -_progress(pb, k, s))
-
-
-def bfs(pb: Problem, k: Kind, s: int, i: int) -> tuple[float, ...]:
-    """Breadth first: forwards, then least progress, then lowest microbatch (→ GPipe)."""
-    return (k != Kind.F, _progress(pb, k, s), i)
-
-
-def cp(pb: Problem, k: Kind, s: int, i: int) -> tuple[float, ...]:
-    """Critical path: longest tail first, then lowest microbatch."""
-    return (-pb.tail[k][s], i)
-
-
-def due(pb: Problem, k: Kind, s: int, i: int, fraction: float = 0.4) -> tuple[float, ...]:
-    """Due date ``i * T - tail - duration`` with ``T = fraction x`` the largest work per
-    microbatch of a device, then lowest microbatch."""
-    return (i * (fraction * pb.work) - pb.tail[k][s] - pb.dur[k][s], i)
-
-
-#: Named priority rules (``dueX`` is :func:`due` with ``fraction = X``).
-PRIORITY_RULES: dict[str, Rule] = {"dfs": dfs, "bfs": bfs, "cp": cp, "due": due}
-
-
-def rule_function(name: str) -> Rule:
-    """The rule called ``name`` (``dfs``, ``bfs``, ``cp``, ``due`` or ``dueX``, X >= 0).
-
-    Raises:
-        ValueError: unknown name.
-    """
-    if name in PRIORITY_RULES:
-        return PRIORITY_RULES[name]
-    if name.startswith("due"):
-        try:
-            frac = float(name[3:])
-        except ValueError:
-            frac = -1.0
-        if frac >= 0:
-            return partial(due, fraction=frac)
-    raise ValueError(f"tie_break = {name!r}: one of {', '.join(RULES)} (or dueX, X >= 0)")
-
-
-def task_keys(pb: Problem, rule: str, w_policy: str = "lazy",
-              jitter: Sequence[float] | None = None) -> list[Key]:
-    """Key of every task: ``(w_last, rule (its first part + jitter[task]), queue position)``.
-
-    ``w_policy="eager"`` ranks ``W`` like its input gradient (so not last).  Keys without
-    jitter are cached per (rule, policy).
-    """
-    cached = pb._keys.get((rule, w_policy)) if jitter is None else None
-    if cached is not None:
-        return cached
-    fn = rule_function(rule)
-    S, m, bk = pb.S, pb.m, pb.bk
-    qpos = {(k, s): n for st in pb.stages for n, (s, k) in enumerate(
-        (s, k) for s in st for k in pb.kinds)}
-    keys: list[Key] = []
-    for k in pb.kinds:
-        rk = bk if (k == Kind.W and w_policy == "eager") else k
-        for s in range(S):
-            w, qp = w_last(pb, rk, s, 0), (qpos[(k, s)],)
-            if jitter:
-                t0 = len(keys)
-                keys += [w + (kk[0] + jitter[t0 + i], *kk[1:]) + qp
-                         for i, kk in enumerate(fn(pb, rk, s, i) for i in range(m))]
-            else:
-                keys += [w + fn(pb, rk, s, i) + qp for i in range(m)]
-    if jitter is None:
-        pb._keys[(rule, w_policy)] = keys
-    return keys
 
 
 # ------------------------------------------------------------------------------ one run
@@ -312,7 +194,7 @@ class _Run:
 
 def run_rule(pb: Problem, rule: str, window: Sequence[int] | None, memory: bool,
              slack: float | None = 0.0, w_policy: str = "lazy",
-             jitter: Sequence[float] | None = None) -> _Run:
+             jitter: Sequence[float] | None = None, *, cap: float | None = None) -> _Run:
     """One non-delay list-scheduling pass (times in ticks); see the module docstring.
 
     Args:
@@ -321,12 +203,15 @@ def run_rule(pb: Problem, rule: str, window: Sequence[int] | None, memory: bool,
         slack: admission slack over the strict reservation (None: banker's rule only).
         w_policy: ``"lazy"`` (W last) or ``"eager"`` (W ranked like its input gradient).
         jitter: offsets added to the rule's main key, per task.
+        cap: with ``memory``, enforce this limit (memory units, at least
+            :meth:`~cpsched.instance.Instance.min_memory_limit`) instead of the instance's
+            (which may be unset): a target the admission test aims at.
 
     Raises:
         ListSchedulerError: stuck (admission is designed never to let that happen).
     """
     keys = task_keys(pb, rule, w_policy, jitter)
-    limit = pb.inst.memory_limit if memory else None
+    limit = (pb.inst.memory_limit if cap is None else cap) if memory else None
     if window is None and limit is None:
         res = dispatch(pb.table, keys)
     else:
@@ -337,7 +222,7 @@ def run_rule(pb: Problem, rule: str, window: Sequence[int] | None, memory: bool,
         left = sum(1 for x in res.starts if x < 0)
         raise ListSchedulerError(f"list scheduler ({rule}) stuck with {left} actions left")
     win = "None" if window is None else "(" + ",".join(map(str, window)) + ")"
-    mem = f" slack={slack}" if memory else ""
+    mem = (f" slack={slack}" if memory else "") + ("" if cap is None else f" cap={cap:g}")
     return _Run(res, res.makespan, f"{rule}{mem} window={win} {w_policy}")
 
 
@@ -357,19 +242,34 @@ def _window_of(inst: Instance, spec: tuple[float, float] | None) -> tuple[int, .
     return tuple(max(1, int(round(a * inst.p + b * (inst.p - 1 - d)))) for d in range(inst.p))
 
 
-Config = tuple[str, tuple[int, ...] | None, float | None, str]
+#: One portfolio run: (rule, window, slack, W policy, cap); ``cap`` (memory units) is the
+#: admission target of a run without a memory limit (None: the instance's limit, if any).
+Config = tuple[str, tuple[int, ...] | None, float | None, str, float | None]
+
+
+def _ilv_configs(pb: Problem, memory: bool) -> list[Config]:
+    """The :func:`ilv` runs that open the portfolio, all without a window and with ``W`` lazy
+    (neither a window nor eager ``W`` ever helped ``ilv`` on the shipped instances).
+
+    With a memory limit: the strict reservation (slack 0), then the banker's rule alone.
+    Without one: the banker's rule under :func:`interleaved_cap` (interleaved 1F1B's own peak
+    as the target), then no memory test at all.
+    """
+    if not memory:
+        return [("ilv", None, None, "lazy", c) for c in (interleaved_cap(pb), None)]
+    return [("ilv", None, sl, "lazy", None) for sl in (0.0, None)]
 
 
 def _configs(inst: Instance, memory: bool) -> list[Config]:
-    """The portfolio's (rule, window, slack, W policy) runs, in order."""
+    """The portfolio's other (rule, window, slack, W policy, cap) runs, in order."""
     amax = max(inst.activation)
-    rules = ["dfs", "bfs", *(f"due{x}" for x in _DUE_FRACTIONS)]
+    rules = list(_PORTFOLIO_RULES)
     windows = [_window_of(inst, w) for w in _WINDOWS]
     if not memory:
         windows.append(default_window(inst))
     slacks = [None if x is None else x * amax for x in _SLACKS] if memory else [None]
     w_policies = ("lazy", "eager") if inst.split_backward else ("lazy",)
-    return [(r, w, sl, wp) for r in rules for w in windows for sl in slacks
+    return [(r, w, sl, wp, None) for r in rules for w in windows for sl in slacks
             for wp in w_policies if wp == "lazy" or w is None]
 
 
@@ -380,23 +280,43 @@ def _spread(items: list[Config], k: int) -> list[Config]:
     return [items[(j * len(items)) // k] for j in range(k)]
 
 
+def _run_config(pb: Problem, cfg: Config, memory: bool,
+                jitter: Sequence[float] | None = None) -> _Run:
+    rule, w, sl, wp, cap = cfg
+    return run_rule(pb, rule, w, memory or cap is not None, sl, wp, jitter, cap=cap)
+
+
 def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
-               budget: int | None) -> _Run:
-    """The best of the portfolio runs (see the module docstring), starting from ``best``."""
+               budget: int | None, full: bool = True) -> _Run:
+    """The best of the portfolio runs (see the module docstring), starting from ``best``:
+    the :func:`ilv` runs (:func:`_ilv_configs`), then (``full``) the other configurations
+    within ``budget`` and the restarts of their best three."""
     inst = pb.inst
     n = len(pb.table.duration)
     runs_left = None if budget is None else max(0, budget // max(1, n) - 1)
-    configs = _configs(inst, memory)
+    configs = _configs(inst, memory) if full else []
+    restarts = restarts if full else 0
     if runs_left is not None and runs_left < len(configs) + restarts:
         # a quarter of what is left goes to restarts (they find the last few per cent)
         restarts = min(restarts, runs_left // 4)
         configs = _spread(configs, runs_left - restarts)
-    tried: list[tuple[int, int, Config]] = []
     stop = deadline()
-    for k, cfg in enumerate(configs):
-        if best.makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop):
+
+    def done() -> bool:
+        return best.makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop)
+
+    ilv_runs = _ilv_configs(pb, memory)
+    for cfg in ilv_runs if runs_left is None else ilv_runs[:runs_left]:
+        if done():
             return best
-        res = run_rule(pb, cfg[0], cfg[1], memory, cfg[2], cfg[3])
+        res = _run_config(pb, cfg, memory)
+        if res.makespan < best.makespan:
+            best = res
+    tried: list[tuple[int, int, Config]] = []
+    for k, cfg in enumerate(configs):
+        if done():
+            return best
+        res = _run_config(pb, cfg, memory)
         tried.append((res.makespan, k, cfg))
         if res.makespan < best.makespan:
             best = res
@@ -405,11 +325,10 @@ def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
     rng = random.Random(seed)
     noise = 4.0 * max(1.0, sum(pb.dur[Kind.F]) / len(pb.dur[Kind.F]))
     for k in range(restarts if top else 0):
-        if best.makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop):
+        if done():
             break
-        rule, w, sl, wp = top[k % len(top)]
         jitter = [rng.random() * noise for _ in range(n)]
-        res = run_rule(pb, rule, w, memory, sl, wp, jitter)
+        res = _run_config(pb, top[k % len(top)], memory, jitter)
         if res.makespan < best.makespan:
             best = res
             best.config += f" jitter(seed={seed}, run {k})"
@@ -426,18 +345,20 @@ def pipeline_list_schedule(inst: Instance, tie_break: str = "dfs", *,
 
     Args:
         tie_break: the priority rule: ``"dfs"`` (1F1B-like) or ``"bfs"`` (GPipe-like); also
-            ``"cp"``, ``"due"``, ``"dueX"``.
+            ``"ilv"`` (interleaved-1F1B-like), ``"cp"``, ``"due"``, ``"dueX"``.
         window: microbatches in flight per device: ``"auto"``, an int for every device, one
             int per device, or None.
         memory_aware: enforce ``memory.limit`` (default: when the instance has one).
         slack: admission slack over the strict reservation, in the instance's memory units
             (None: the banker's rule alone).
         portfolio: also try the other rules, slacks and windows and ``restarts`` randomised
-            runs, keep the best (default: in memory-aware mode).
+            runs, keep the best (default: in memory-aware mode; without a limit, when a device
+            holds several stages, the short ``ilv`` portfolio of the module docstring).
         restarts: randomised runs of the best configurations (portfolio only).
         seed: seed of those runs.
-        budget: most action starts the portfolio spends over all its runs (None: no limit);
-            the default covers the full portfolio up to ~1400 actions.
+        budget: most action starts the portfolio's configurations and restarts spend (None:
+            no limit; the ``ilv`` runs come on top); the default covers the full portfolio up
+            to ~1400 actions.
 
     Returns:
         A :class:`ListResult` (orders, makespan in ticks, configuration, start ticks).
@@ -449,8 +370,11 @@ def pipeline_list_schedule(inst: Instance, tie_break: str = "dfs", *,
     rule_function(tie_break)
     memory = (inst.memory_limit is not None) if memory_aware is None else memory_aware
     memory = memory and inst.memory_limit is not None
+    # the full portfolio when asked for or with a limit; else by default, when a device holds
+    # several stages, the two ilv runs alone (see the module docstring)
+    full = bool(portfolio) or (portfolio is None and memory)
     if portfolio is None:
-        portfolio = memory
+        portfolio = memory or inst.num_stages > inst.p
     if isinstance(window, str):
         if window != "auto":
             raise ValueError(f'window = {window!r}: "auto", an int, a list of ints or None')
@@ -465,7 +389,7 @@ def pipeline_list_schedule(inst: Instance, tie_break: str = "dfs", *,
         pb = Problem(inst)
         best = run_rule(pb, tie_break, win, memory, slack)
         if portfolio:
-            best = _portfolio(pb, best, memory, restarts, seed, budget)
+            best = _portfolio(pb, best, memory, restarts, seed, budget, full)
         return _result(pb, best)
 
 
@@ -479,7 +403,8 @@ def _list_check(inst: Instance) -> str | None:
                           "memory-aware (never over the limit) when a limit is set",
           preconditions='placement "loop" or "v"',
           source="list scheduling (HLS); pipeline-scheduling article (dfs -> 1F1B, "
-                 "bfs -> AFAB); Zero Bubble greedy W placement (arXiv:2401.10241)",
+                 "bfs -> AFAB); Zero Bubble greedy W placement (arXiv:2401.10241); "
+                 "Megatron-LM interleaved order as the ilv rule (arXiv:2104.04473)",
           check=_list_check, expensive=True)
 def list_scheduler(inst: Instance, tie_break: str = "dfs",
                    window: Sequence[int] | int | str | None = "auto",
@@ -495,6 +420,7 @@ def list_scheduler(inst: Instance, tie_break: str = "dfs",
 
 __all__ = [
     "BUDGET", "PRIORITY_RULES", "RULES", "ListResult", "ListSchedulerError", "Problem", "bfs",
-    "cp", "default_window", "dfs", "due", "list_scheduler", "pipeline_list_schedule",
-    "rule_function", "run_rule", "task_keys", "w_last",
+    "cp", "default_window", "dfs", "due", "group_size", "ilv", "interleaved_cap",
+    "interleaved_warmup", "list_scheduler", "pipeline_list_schedule", "rule_function",
+    "run_rule", "task_keys", "w_last",
 ]
