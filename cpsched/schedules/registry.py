@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from cpsched.instance import Instance
 from cpsched.model import DeviceOrders, Schedule
 from cpsched.simulate import OrderError, simulate
+from cpsched.validate import validate
 
 
 class NotApplicable(ValueError):
@@ -148,9 +151,52 @@ def _optimal_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
     if not schedules:
         return False
     from cpsched.graph import lower_bound, overlap_lower_bound
-    from cpsched.validate import validate
 
     bound = (overlap_lower_bound(instance) if instance.overlap_forward_backward is not None
              else lower_bound(instance).value)
-    return any(instance.ticks(s.makespan) <= bound and not validate(s, instance)
+    return any(instance.ticks(s.makespan) <= bound and not validated(s, instance)
                for s in schedules.values())
+
+
+# ------------------------------------------------------------- validation, once per schedule
+#: id(schedule) -> (weak reference, instance, the actions validated, the violations)
+_VALIDATED: dict[int, tuple[weakref.ref[Schedule], Instance, list, list[str]]] = {}
+_VALIDATED_LOCK = threading.Lock()
+
+
+def validated(schedule: Schedule, instance: Instance | None = None) -> list[str]:
+    """:func:`cpsched.validate.validate` of ``schedule`` (default limits), computed once per
+    schedule object: the known schedules of :func:`run_all` are checked for the lower-bound
+    skip, by the warm start and for the results table, and each check after the first is a
+    look-up.
+
+    The result is reused only while the schedule still has the same instance and the same
+    actions (compared element by element: an action list changed in place, or replaced, is
+    validated again), so a stale answer is impossible; an entry goes when its schedule is
+    garbage-collected.  A copy is returned (callers may change it).
+
+    Args:
+        instance: check against this instance instead of the schedule's own (cached only
+            when it is the schedule's own).
+    """
+    if instance is not None and instance is not schedule.instance:
+        return validate(schedule, instance)
+    key = id(schedule)
+    with _VALIDATED_LOCK:
+        hit = _VALIDATED.get(key)
+    if hit is not None and hit[0]() is schedule and hit[1] is schedule.instance \
+            and hit[2] == schedule.actions:
+        return list(hit[3])
+    actions = list(schedule.actions)
+    found = validate(schedule)
+    ref = weakref.ref(schedule, lambda _r, k=key: _forget(k, _r))
+    with _VALIDATED_LOCK:
+        _VALIDATED[key] = (ref, schedule.instance, actions, found)
+    return list(found)
+
+
+def _forget(key: int, ref: weakref.ref[Schedule]) -> None:
+    """Drop the entry of a collected schedule (unless the id was reused meanwhile)."""
+    with _VALIDATED_LOCK:
+        if key in _VALIDATED and _VALIDATED[key][0] is ref:
+            del _VALIDATED[key]

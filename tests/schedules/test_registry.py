@@ -49,3 +49,46 @@ def test_solve_command_warns_and_still_solves(broken: str, tmp_path) -> None:  #
     assert res.exit_code == 0, res.output
     assert f"known schedule {broken} failed and is left out" in res.output
     assert "OPTIMAL" in res.output
+
+
+# ------------------------------------------------------- validation once per schedule object
+def test_validated_once_per_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``validated`` runs the validator once per schedule object and reuses the answer only
+    while the schedule's instance and actions are unchanged."""
+    import gc
+
+    calls: list[str] = []
+    real = registry.validate
+
+    def counting(schedule, instance=None, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls.append(schedule.method)
+        return real(schedule, instance, *a, **k)
+
+    monkeypatch.setattr(registry, "validate", counting)
+    limited = _inst().replace(**{"memory.limit": 1})  # gpipe holds 3, 1f1b 2 on device 0
+    known = registry.run_all(limited)  # checks those at the lower bound (to skip searches)
+    assert calls and set(calls) < set(known)
+    first = {name: registry.validated(s) for name, s in known.items()}
+    assert sorted(calls) == sorted(known)  # each validated once over both ...
+    assert {name: registry.validated(s) for name, s in known.items()} == first
+    assert sorted(calls) == sorted(known)  # ... and not again
+    assert first["gpipe"] and all("memory limit" in v for v in first["gpipe"])
+    assert first == {name: real(s) for name, s in known.items()}  # the same answers
+    first["gpipe"].clear()  # a copy: the cached answer is not changed
+    assert registry.validated(known["gpipe"]) == real(known["gpipe"])
+
+    sch = known["1f1b"]
+    a = sch.actions[0]
+    sch.actions[0] = a._replace(start=a.start + 0.5, end=a.end + 0.5)  # changed in place
+    calls.clear()
+    assert registry.validated(sch) == real(sch) != first["1f1b"]
+    assert calls == ["1f1b"]
+    calls.clear()
+    free = _inst()  # another instance: validated against it, not cached
+    assert registry.validated(known["gpipe"], free) == [] and calls == ["gpipe"]
+    assert registry.validated(known["gpipe"], free) == [] and calls == ["gpipe", "gpipe"]
+
+    n = len(registry._VALIDATED)
+    del known, sch, first
+    gc.collect()
+    assert len(registry._VALIDATED) < n  # entries go with their schedules
