@@ -591,6 +591,11 @@ def test_torch_1f1b_visualizer_order_is_rejected_with_the_cell(tsched) -> None:
 
 
 # --------------------------------------------------------------------------- real runs
+# What they cost: three processes import torch (this test's subprocess, then two spawned gloo
+# ranks), ~8 s on an idle 2-core machine and ~30 s beside two busy processes; the jobs
+# themselves (m = 4, one step, width 8) take under a second of it, so fewer or smaller jobs
+# would lose coverage without saving time.  What they must not do is hang: see _run_example.
+
 #: p = 2 schedules run for real, all in one launch of the example (both CSV formats each).
 REAL_RUNS = [
     ("loop-p2-v1", "1f1b"),                   # loop, v = 1, full backward
@@ -599,6 +604,44 @@ REAL_RUNS = [
     ("v-p2-split-ov", "pytorch-dualpipev"),   # v placement, B mixed with I/W, overlap pairs
 ]
 
+#: The example's own watchdog per launch (its ``--timeout``, s): it terminates hung ranks and
+#: prints ``FAIL ...: timed out after N s (a hang or deadlock)``.
+LAUNCH_TIMEOUT = 120.0
+#: This test's limit on the whole example (s): the launch plus the parent's torch import and
+#: single-process reference; past it the example's process group is killed, ranks included.
+EXAMPLE_TIMEOUT = LAUNCH_TIMEOUT + 60.0
+
+
+def _run_example(args: list[str], cwd: Path,
+                 timeout: float = EXAMPLE_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """``python examples/run_torch.py ARGS --timeout LAUNCH_TIMEOUT`` in its own process group;
+    fails the test with the output so far if it does not end within ``timeout`` seconds (the
+    group is killed first, so no gloo rank is left running)."""
+    import os
+    import signal
+
+    cmd = [sys.executable, str(EXAMPLE), *args, "--timeout", f"{LAUNCH_TIMEOUT:g}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"examples/run_torch.py {' '.join(args)} did not end within {timeout:g} s "
+                    f"(killed with its ranks): a hang, or a machine far too loaded\n"
+                    f"stdout: {out}\nstderr (end): {err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def test_run_example_fails_clearly_instead_of_hanging(tmp_path: Path) -> None:
+    """The guard itself: a run past the limit is killed and reported, not waited for."""
+    script = tmp_path / "hang.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    with mock.patch(f"{__name__}.EXAMPLE", script), \
+            pytest.raises(pytest.fail.Exception, match=r"did not end within 0\.5 s"):
+        _run_example([], tmp_path, timeout=0.5)
+
 
 def test_real_run(tmp_path: Path) -> None:
     _torch()
@@ -606,8 +649,7 @@ def test_real_run(tmp_path: Path) -> None:
     for k, (iname, sname) in enumerate(REAL_RUNS):
         paths.append(tmp_path / f"{k}-{iname}-{sname}.json")
         make_schedule(iname, sname).to_json(paths[-1])
-    proc = subprocess.run([sys.executable, str(EXAMPLE), *map(str, paths), "--format", "both"],
-                          capture_output=True, text=True, timeout=170, cwd=tmp_path)
+    proc = _run_example([*map(str, paths), "--format", "both"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     ok_lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("OK")]
     assert len(ok_lines) == 2 * len(REAL_RUNS), proc.stdout
@@ -623,9 +665,7 @@ def test_real_run_detects_a_wrong_schedule(tmp_path: Path) -> None:
     sched = make_schedule("loop-p2-v1-split", "greedy")
     path = tmp_path / "schedule.json"
     sched.to_json(path)
-    proc = subprocess.run([sys.executable, str(EXAMPLE), str(path), "--format",
-                           "compute_comms", "--no-reduce-grad"],
-                          capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    proc = _run_example([str(path), "--format", "compute_comms", "--no-reduce-grad"], tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     assert proc.stdout.startswith("FAIL")
 
@@ -633,6 +673,5 @@ def test_real_run_detects_a_wrong_schedule(tmp_path: Path) -> None:
 def test_real_run_bad_input(tmp_path: Path) -> None:
     _torch()
     path = tmp_path / "missing.json"
-    proc = subprocess.run([sys.executable, str(EXAMPLE), str(path)], capture_output=True,
-                          text=True, timeout=60, cwd=tmp_path)
+    proc = _run_example([str(path)], tmp_path, timeout=60)
     assert proc.returncode == 2 and "no such file" in proc.stderr
