@@ -86,11 +86,12 @@ def test_small_windows_on_a_larger_instance(monkeypatch: pytest.MonkeyPatch) -> 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=st.integers(2, 4), v=st.integers(1, 2), m=st.integers(2, 8),
-       split=st.booleans(), latency=st.sampled_from([0, 1]),
+       split=st.booleans(), w=st.sampled_from([0, 3]), latency=st.sampled_from([0, 1]),
        slack=st.integers(0, 3), window=st.sampled_from([6, 15, 400]))
-def test_never_invalid_never_longer(p: int, v: int, m: int, split: bool, latency: int,
-                                    slack: int, window: int) -> None:
-    kw: dict = {"I": 4, "W": 3} if split else {}
+def test_never_invalid_never_longer(p: int, v: int, m: int, split: bool, w: int,
+                                    latency: int, slack: int, window: int) -> None:
+    # zero-length W actions (w = 0) make start order ambiguous: the order graph must not be
+    kw: dict = {"I": 4, "W": w} if split else {}
     # the smallest limit one microbatch fits in (all its chunks on a device), plus slack
     inst = make(p, v, m, latency=latency, limit=v + slack, **kw)
     seq = sequential_schedule(inst)
@@ -127,6 +128,7 @@ def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:
     inst = make(4, 2, 16, limit=6)
     seq = sequential_schedule(inst)
     monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+    monkeypatch.setattr(lns, "START_WINDOW", 60)
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 3})
     ws = res.stats["window_search"]

@@ -135,25 +135,19 @@ def default_workers(inst: Instance) -> int:
     return 4 if inst.n_actions > LARGE_MODEL_ACTIONS else 8
 
 
-def solve(
-    inst: Instance,
-    *,
-    time_limit: float | None = 60.0,
-    workers: int | None = None,
-    seed: int = 0,
-    candidates: Mapping[str, Schedule] | None = None,
-    parameters: Mapping[str, Any] | None = None,
-    on_progress: ProgressCallback | None = None,
-    started: float | None = None,
-    on_solver: Callable[[Any], None] | None = None,
-) -> Result:
-    """Optimal schedule for ``inst`` with CP-SAT, warm-started from the best known schedule.
+def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | None = None,
+          seed: int = 0, candidates: Mapping[str, Schedule] | None = None,
+          parameters: Mapping[str, Any] | None = None,
+          on_progress: ProgressCallback | None = None, started: float | None = None,
+          on_solver: Callable[[Any], None] | None = None) -> Result:
+    """Optimal schedule for ``inst`` with CP-SAT, warm-started from the best known schedule
+    (on large models first shortened by the window search, docs/modelling.md §17).
 
     Args:
-        time_limit: wall-clock seconds for the whole call — known schedules, bounds, model
-            and search — counted from ``started`` (None: no limit).  With a limit the search
-            runs in a child process ended at the deadline (CP-SAT's own limit can overrun).
-            For reproducible results use ``workers=1`` and/or
+        time_limit: wall-clock seconds for the whole call — known schedules, bounds, window
+            search, model and search — counted from ``started`` (None: no limit).  With a
+            limit the search runs in a child process ended at the deadline (CP-SAT's own
+            limit can overrun).  For reproducible results use ``workers=1`` and/or
             ``parameters={"max_deterministic_time": ...}``.
         workers: CP-SAT ``num_workers`` (None: :func:`default_workers`).
         seed: CP-SAT ``random_seed``.
@@ -161,8 +155,9 @@ def solve(
             registered schedule, timed).
         parameters: any other ``SatParameters`` field, passed through.
         on_progress: called with (elapsed s, incumbent, bound) on every improvement.
-        on_solver: called right before the search with an object whose ``stop_search()``
-            ends it, keeping the best schedule so far (the CLI calls it on Ctrl-C).
+        on_solver: called once, before the window search, with an object whose
+            ``stop_search()`` ends the solve, keeping the best schedule so far (the CLI
+            calls it on Ctrl-C).
         started: ``time.perf_counter()`` value the time limit counts from (default: now;
             the CLI passes its own start so the limit bounds the whole command).
 
@@ -179,10 +174,7 @@ def solve(
     workers = default_workers(inst) if workers is None else workers
     deadline = None if time_limit is None else t0 + float(time_limit)
     if candidates is None:
-        from cpsched.schedules import run_all
-
-        # expensive searches among the known schedules stop after a third of the budget
-        candidates = run_all(inst, None if deadline is None else t0 + float(time_limit) / 3)
+        candidates = _known(inst, deadline, t0)
     lb, g, ht = _bounds(inst)
     warm, hint, horizon, pairs = _warm_start(inst, candidates)
     cb = Progress(inst, t0, on_progress, min(lb, horizon))
@@ -192,12 +184,7 @@ def solve(
     hint, horizon, windows = _window_search(inst, g, hint, horizon, lb, deadline, seed,
                                             parameters, cb, stop)
     if stop.requested and windows is not None:  # Ctrl-C in the window search: no model
-        schedule = _timed(inst, g, hint)
-        _certify(schedule, min(lb, horizon), t0, warm, start_horizon, "")
-        return Result(schedule=schedule, solve_seconds=schedule.solve_seconds,
-                      warm_start=warm, solver_status="UNKNOWN",
-                      stats={"window_search": _window_stats(inst, windows),
-                             "combinatorial_bound": inst.from_ticks(lb)})
+        return _interrupted(inst, g, hint, lb, horizon, t0, warm, start_horizon, windows)
     model = _model(inst, hint, horizon, lb, pairs)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
@@ -208,16 +195,13 @@ def solve(
     trust = not model.restricted and not params.fix_variables_to_their_hinted_value
     cb.trust_bound = trust
     cb.report()
-    if stop.requested:
-        out = isolated.Outcome()
-    else:
-        out = _run_search(model.model, params, search_deadline, cb, stop.give)
+    out = isolated.Outcome() if stop.requested else _run_search(
+        model.model, params, search_deadline, cb, stop.give)
     schedule, makespan, bound = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
     relaxed: list[DeviceRelaxation] = []
-    if bound < makespan and not stop.requested:
-        relaxed_bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,
-                                          params.max_deterministic_time, stop.give)
-        bound = max(bound, relaxed_bound)
+    if bound < makespan and not stop.requested:  # the one-device relaxation (§21)
+        bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,
+                                  params.max_deterministic_time, stop.give)
     message = _restricted_message(model)
     _certify(schedule, min(bound, makespan), t0, warm, start_horizon, message)
     return Result(
@@ -227,10 +211,31 @@ def solve(
             "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
             "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
                                 for r in relaxed],
-            "window_search": _window_stats(inst, windows),
-            "overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
-            "restricted": model.restricted},
+            "window_search": _window_stats(inst, windows)} | _model_stats(model),
     )
+
+
+def _interrupted(inst: Instance, g: Any, hint: Mapping[Any, int], lb: int, horizon: int,
+                 t0: float, warm: str, start_horizon: int, windows: lns.LnsStats) -> Result:
+    """The result after Ctrl-C in the window search: its best schedule, validated."""
+    schedule = _timed(inst, g, hint)
+    _certify(schedule, min(lb, horizon), t0, warm, start_horizon, "")
+    return Result(schedule, schedule.solve_seconds, warm, "UNKNOWN", stats={
+        "window_search": _window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb)})
+
+
+def _known(inst: Instance, deadline: float | None, t0: float) -> dict[str, Schedule]:
+    """Every applicable known schedule, timed; expensive searches among them stop after a
+    third of the budget."""
+    from cpsched.schedules import run_all
+
+    return run_all(inst, None if deadline is None else t0 + (deadline - t0) / 3)
+
+
+def _model_stats(model: PipelineModel) -> dict[str, Any]:
+    """The model's pair statistics for ``Result.stats``."""
+    return {"overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
+            "restricted": model.restricted}
 
 
 #: share of the time left that the window search gets (when it applies), and its

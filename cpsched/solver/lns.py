@@ -108,24 +108,34 @@ class _Incumbent:
         self.tail = self._tails(pb)
 
     def _tails(self, pb: _Problem) -> dict[Action, int]:
+        """Longest path from each action's end to the makespan in the order graph
+        (dependencies with their lags, and each device's next action), in reverse
+        topological order (Kahn's algorithm: zero durations make time order ambiguous)."""
+        nxt: dict[Action, Action] = {}
+        for row in self.orders:
+            nxt.update(zip(row, row[1:], strict=False))
+        waiting = {a: len(pb.succ[a]) + (a in nxt) for a in self.start}
+        preds_in_order = {b: a for a, b in nxt.items()}
+        ready = [a for a, n in waiting.items() if n == 0]
         tail: dict[Action, int] = {}
-        # reverse start order is a reverse topological order of the order graph (every
-        # successor starts at or after its predecessor's end); ties by device position
-        for a in sorted(self.start, key=lambda x: (self.start[x] + pb.dur[x], self.start[x]),
-                        reverse=True):
-            d, k = self.pos[a]
+        while ready:
+            a = ready.pop()
             best = 0
-            row = self.orders[d]
-            if k + 1 < len(row):
-                nxt = row[k + 1]
-                best = pb.dur[nxt] + tail[nxt]
+            if a in nxt:
+                best = pb.dur[nxt[a]] + tail[nxt[a]]
             for b, lag in pb.succ[a]:
                 best = max(best, lag + pb.dur[b] + tail[b])
             tail[a] = best
+            for p, _ in pb.pred[a]:
+                waiting[p] -= 1
+                if waiting[p] == 0:
+                    ready.append(p)
+            p = preds_in_order.get(a)
+            if p is not None:
+                waiting[p] -= 1
+                if waiting[p] == 0:
+                    ready.append(p)
         return tail
-
-    def ends(self, pb: _Problem, a: Action) -> int:
-        return self.start[a] + pb.dur[a]
 
 
 def _window_model(pb: _Problem, inc: _Incumbent, window: set[Action], before: set[Action],
@@ -304,34 +314,17 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
         if built is None:
             continue
         m, s, mk = built
-        solver = cp_model.CpSolver()
-        prm = solver.parameters
-        prm.num_workers = 1
-        prm.random_seed = seed + stats.windows
-        prm.catch_sigint_signal = False  # Ctrl-C is the caller's (``stop``)
-        prm.max_deterministic_time = min(WINDOW_DETERMINISTIC_TIME, deterministic_time - used)
-        if left is not None:  # without a deadline only deterministic limits (reproducible)
-            prm.max_time_in_seconds = max(0.05, min(WINDOW_SECONDS, left - 0.1))
+        solver = _window_solver(seed + stats.windows,
+                                min(WINDOW_DETERMINISTIC_TIME, deterministic_time - used), left)
         if on_solver is not None:
             on_solver(solver)
         if stop is not None and stop():
             break
         code = solver.solve(m)
         used += solver.deterministic_time
-        if code == cp_model.OPTIMAL and (
-                solver.deterministic_time < 0.3 * WINDOW_DETERMINISTIC_TIME):
-            size = min(MAX_WINDOW, int(size * 1.25) + 1)
-        elif code != cp_model.OPTIMAL:
-            size = max(MIN_WINDOW, int(size * 0.8))
-        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            continue
-        new = dict(inc.start)
-        for a, var in s.items():
-            new[a] = solver.value(var)
-        if solver.value(mk) >= inc.makespan:
-            continue
-        cand = _Incumbent(pb, _reorder(pb, inc, window, new))
-        if cand.makespan < inc.makespan:  # re-timing gives the model's makespan or less
+        size = _resize(size, code, solver.deterministic_time)
+        cand = _candidate(pb, inc, solver, code, s, mk, window)
+        if cand is not None and cand.makespan < inc.makespan:
             inc, stale = cand, 0
             stats.improvements += 1
             if on_improve is not None:
@@ -339,6 +332,44 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
     stats.seconds = time.perf_counter() - t_begin
     stats.makespan = inc.makespan
     return dict(inc.start), stats
+
+
+def _window_solver(seed: int, deterministic_time: float, left: float | None
+                   ) -> cp_model.CpSolver:
+    """One worker, the seed, the window's deterministic limit and — only with a deadline,
+    ``left`` seconds away — a wall limit; CP-SAT's SIGINT handler off (Ctrl-C is the
+    caller's)."""
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = 1
+    prm.random_seed = seed
+    prm.catch_sigint_signal = False
+    prm.max_deterministic_time = deterministic_time
+    if left is not None:  # without a deadline only deterministic limits (reproducible)
+        prm.max_time_in_seconds = max(0.05, min(WINDOW_SECONDS, left - 0.1))
+    return solver
+
+
+def _resize(size: int, code: int, deterministic_time: float) -> int:
+    """The next window size: larger after a quick proof, smaller after a time-out."""
+    if code == cp_model.OPTIMAL and deterministic_time < 0.3 * WINDOW_DETERMINISTIC_TIME:
+        return min(MAX_WINDOW, int(size * 1.25) + 1)
+    if code != cp_model.OPTIMAL:
+        return max(MIN_WINDOW, int(size * 0.8))
+    return size
+
+
+def _candidate(pb: _Problem, inc: _Incumbent, solver: cp_model.CpSolver, code: int,
+               s: Mapping[Action, cp_model.IntVar], mk: cp_model.IntVar,
+               window: set[Action]) -> _Incumbent | None:
+    """The re-timed schedule with the window's new order, when the window model found a
+    shorter makespan (re-timing gives that makespan or less); else None."""
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.value(mk) >= inc.makespan:
+        return None
+    new = dict(inc.start)
+    for a, var in s.items():
+        new[a] = solver.value(var)
+    return _Incumbent(pb, _reorder(pb, inc, window, new))
 
 
 def _choose(inc: _Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Action]]:
