@@ -85,10 +85,10 @@ def _reserve(inst: Instance, plot: bool, rows: int) -> float:
 
 def _best_valid(known: dict[str, Schedule]) -> Schedule | None:
     """The shortest known schedule the validator accepts (validating in makespan order)."""
-    from cpsched.validate import validate
+    from cpsched.schedules.registry import validated
 
     for sch in sorted(known.values(), key=lambda s: s.makespan):
-        if not validate(sch):
+        if not validated(sch):
             return sch
     return None
 
@@ -197,13 +197,13 @@ def _search(inst: Instance, known: dict[str, Schedule], out: Path, started: floa
 
 def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     """The table of known schedules (validated) and the optimum, and the solver's line."""
-    from cpsched.validate import validate
+    from cpsched.schedules.registry import validated
 
     best = res.schedule
     rows = []
     for sch in known.values():
         sch.lower_bound = res.lower_bound  # the instance's bound: each row's gap is against it
-        rows.append(schedule_row(sch, validate(sch)))
+        rows.append(schedule_row(sch, validated(sch)))
     rows.append(schedule_row(best, None))
     if best.method != "cpsat":
         rows[-1][0] = f"best: {best.method}"

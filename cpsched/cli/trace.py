@@ -113,6 +113,7 @@ def _writers(run: Any, optimum: Schedule | None, plot: bool) -> dict[str, Any]:
 
 
 def _print_report(run: Any, known: dict[str, Schedule], optimum: Schedule | None) -> None:
+    from cpsched.schedules.registry import validated
     from cpsched.trace.report import compare, summary_lines
     from cpsched.validate import validate
 
@@ -124,7 +125,7 @@ def _print_report(run: Any, known: dict[str, Schedule], optimum: Schedule | None
     rows.append(schedule_row(run.replay, validate(run.replay)))
     for sch in known.values():
         sch.lower_bound = lb
-        rows.append(schedule_row(sch, validate(sch)))
+        rows.append(schedule_row(sch, validated(sch)))
     if optimum is not None:
         rows.append(schedule_row(optimum, None))
     print_table(run.instance, rows, lb)

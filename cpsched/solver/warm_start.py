@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from cpsched.actions import TimedAction
 from cpsched.instance import Instance
 from cpsched.model import Schedule
+from cpsched.schedules.registry import validated
 from cpsched.schedules.transforms import (
     fifo_relabel,
     sequential_schedule,
     serialise_overlaps,
     split_fused,
 )
-from cpsched.validate import validate
 
 
 def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = None
@@ -46,7 +46,8 @@ def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = 
         ranked.append(((inst.ticks(sch.makespan), max(sch.peak_memory), k), name, sch))
     best: tuple[str, list[TimedAction], int] | None = None
     for key, name, sch in sorted(ranked, key=lambda r: r[0]):
-        if not validate(sch, inst):  # validate in rank order: the first valid one wins
+        # validate in rank order: the first valid one wins (run_all's checks are reused)
+        if not validated(sch, inst):
             best = (name, fifo_relabel(inst, split_fused(sch)), key[0])
             break
     if best is None:  # pragma: no cover - sequential is valid under any accepted limit

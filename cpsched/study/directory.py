@@ -26,9 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
-from cpsched.instance import Instance, InstanceError
+from cpsched.instance import Instance, InstanceError, dumps_toml
 from cpsched.outputs import OutputError, output_dir, write_file, write_set
 from cpsched.study.memory import with_memory_limit
 from cpsched.study.parallel import LimitSolve
@@ -209,7 +207,7 @@ class StudyDir:
                    "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
             try:
                 write_file(self.path / STUDY_FILE,
-                           lambda p: p.write_text(tomli_w.dumps(doc), encoding="utf-8"),
+                           lambda p: p.write_text(dumps_toml(doc), encoding="utf-8"),
                            option="study file")
                 return
             except OutputError:  # another run created it meanwhile
@@ -245,7 +243,7 @@ class StudyDir:
                "sources": list(sources),
                "instances": [i.to_dict() for i in instances]}
         paths = write_set(self.runs_dir, "run", {".toml": lambda p: p.write_text(
-            tomli_w.dumps(doc), encoding="utf-8")})
+            dumps_toml(doc), encoding="utf-8")})
         return paths[0]
 
     def instances(self) -> list[Instance]:
