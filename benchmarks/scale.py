@@ -2,9 +2,10 @@
 
 For each instance: the best known schedule that fits the memory limit, what ``cpsched solve``
 returns with its default method choice, the certified lower bound, the gap, the wall time of
-the whole call (known schedules, bounds, model, search and the relaxation bound), the warm
-start, and the peak resident memory (each instance runs in a fresh interpreter; the search's
-child process included). Then the simulator against the visualizer's execution model
+the whole call (known schedules, bounds, window search, model, search and the relaxation
+bound), the warm start, what the window search made of it (docs/modelling.md §17), and the
+peak resident memory (each instance runs in a fresh interpreter; the search's child process
+included). Then the simulator against the visualizer's execution model
 (benchmarks/simulator.py).
 
     python benchmarks/scale.py                    # 120 s per instance, every instance
@@ -43,12 +44,16 @@ def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]
     assert best is None or res.makespan <= best + 1e-9, "worse than a known schedule"
     peak = max(resource.getrusage(who).ru_maxrss
                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+    ws = res.stats.get("window_search")
+    window = "-" if ws is None else (
+        f"{res.schedule.extra['warm_start_makespan']:g} -> {ws['makespan']:g} "
+        f"({ws['windows']} windows, {ws['seconds']:g} s)")
     return {
         "instance": inst.name, "actions": len(res.schedule.actions),
         "best known that fits": f"{best_name} {best:g}" if best is not None else "-",
         "cpsched": res.makespan, "bound": res.lower_bound,
         "gap %": round(100 * (res.gap or 0.0), 2), "status": str(res.status),
-        "warm start": res.warm_start,
+        "warm start": res.warm_start, "window search": window,
         "seconds": round(wall, 1), "peak MiB": round(peak),
     }
 
