@@ -8,8 +8,9 @@ metrics of docs/spec.md §5 are computed by :mod:`cpsched.metrics`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from enum import StrEnum
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,8 @@ class Schedule:
         lower_bound: a proven bound on the optimal makespan (instance units), None if unknown.
         solve_seconds: wall time that produced it.
         extra: further fields written to the file (e.g. the warm start).
+        presorted: (keyword only, not stored) ``actions`` are already in that order and
+            are kept as given, not copied (the simulator builds its rows so); not checked.
     """
 
     instance: Instance
@@ -81,16 +84,19 @@ class Schedule:
     lower_bound: float | None = None
     solve_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    _: KW_ONLY
+    presorted: InitVar[bool] = False
 
-    def __post_init__(self) -> None:
-        self.actions = sorted(self.actions, key=_action_sort_key)
+    def __post_init__(self, presorted: bool) -> None:
+        if not presorted:
+            self.actions = sorted(self.actions, key=_action_sort_key)
         self.status = Status(self.status)
 
     # metrics (docs/spec.md §5) --------------------------------------------
     @property
     def makespan(self) -> float:
         """Latest action end (0 for no actions)."""
-        return max((a.end for a in self.actions), default=0.0)
+        return max(map(_END, self.actions), default=0.0)
 
     @property
     def bubble_fraction(self) -> float:
@@ -247,6 +253,7 @@ def _rounder(instance: Instance):  # noqa: ANN202
     return r
 
 
+_END = itemgetter(5)  # TimedAction.end
 _KIND_RANK = {Kind.F: 0, Kind.B: 1, Kind.I: 1, Kind.W: 2}
 
 
