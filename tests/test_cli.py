@@ -451,6 +451,17 @@ def test_ctrl_c_during_solve_keeps_the_best_schedule(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no PNG, no temp file
 
 
+def test_large_solve_reports_the_window_search(tmp_path: Path) -> None:
+    # 4096 actions: the window search runs first (docs/modelling.md §17) and says what it did
+    r = run("solve", str(SCALE), "-t", "10", "--no-plot", "-o", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("window search:"))
+    start, end = (float(x) for x in line.split(", ")[-1].split(" -> "))
+    assert start == 2515 and end <= start  # list's makespan, never longer
+    data = json.loads((tmp_path / "p16-loop-v2-m64-lim24.json").read_text())
+    assert data["makespan"] <= end and data["warm_start_makespan"] == 2515
+
+
 def test_ctrl_c_during_compare_keeps_finished_instances(tmp_path: Path) -> None:
     """The issue: Ctrl-C at 21 of 22 instances wrote nothing."""
     proc = _cpsched("compare", ARTICLE, str(INSTANCES / "zb-split.toml"), str(SCALE),

@@ -78,14 +78,16 @@ def test_compare_on_a_dask_cluster_started_by_hand(scheduler: str, tmp_path: Pat
          scheduler, "--deterministic-time", "0.5", "--time-limit", "120", "-o", str(out),
          "-q"], capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "solved 15 tasks in this run" in run.stdout
+    # 8 unlimited solves + one per distinct peak memory of a known schedule below the
+    # unlimited optimum's: 14 since list follows interleaved 1F1B's order (same peaks)
+    assert "solved 14 tasks in this run" in run.stdout
     table = pd.read_csv(out / "compare.csv")
 
     same_table(table, reference)
     with Client(scheduler, timeout="30s") as client:
         pids = set(client.run(os.getpid).values())
     rows = pd.concat(pd.read_csv(p) for p in (out / "compare" / "results").iterdir())
-    assert len(rows) == 15 and set(rows["status"]) == {"OPTIMAL"}
+    assert len(rows) == 14 and set(rows["status"]) == {"OPTIMAL"}
     assert {int(w.rsplit(":", 1)[1]) for w in rows["worker"]} == pids  # the cluster solved
 
 
