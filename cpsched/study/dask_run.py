@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -92,6 +94,12 @@ class _State:
         self.seen: set[str] = set()
         self.done = self.failed = self.skipped = 0
         self.planned = 0
+        self.interrupted: Callable[[], bool] = lambda: False
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt if Ctrl-C was noted (:func:`_sigint_noted`)."""
+        if self.interrupted():
+            raise KeyboardInterrupt
 
     def _task(self, index: int, limit: float | None) -> SolveTask | None:
         """The task for (index, limit), or None when it is done, reused or already queued."""
@@ -180,6 +188,7 @@ def _run_inline(state: _State, first: list[SolveTask], bar: _Bar) -> None:
         outcome, worker = run_task(task)
         queue.extend(state.arrive(task, outcome, worker))
         bar.update(len(queue))
+        state.check()
 
 
 def _failure(fut: Any) -> LimitSolve:
@@ -216,6 +225,7 @@ def _run_dask(state: _State, first: list[SolveTask], client: Any, bar: _Bar) -> 
             fut.release()
             submit(state.arrive(task, outcome, worker))
             bar.update(len(futures))
+            state.check()
     except BaseException:
         with contextlib.suppress(Exception):
             client.cancel(list(futures), force=True)
@@ -292,13 +302,39 @@ def run_solves(
         return solved
     inline = scheduler is None and jobs == 1
     try:
-        with progress_bar(progress, auto_refresh=not inline) as bar:
+        with _sigint_noted() as interrupted, progress_bar(
+                progress, auto_refresh=not inline) as bar:
+            state.interrupted = interrupted
             if inline:
                 _run_inline(state, first, _Bar(bar, state, 1))
             else:
                 with dask_client(scheduler, jobs) as client:
                     slots = sum(client.nthreads().values()) or 1
                     _run_dask(state, first, client, _Bar(bar, state, slots))
+            state.check()
     except KeyboardInterrupt:
         raise SolvesInterrupted(dict(solved.outcomes)) from None
     return solved
+
+
+@contextlib.contextmanager
+def _sigint_noted() -> Iterator[Callable[[], bool]]:
+    """While the solves run (main thread only): Ctrl-C is also noted in a flag, so that a
+    KeyboardInterrupt that lands where Python must drop it (e.g. in a Dask ``Future.__del__``:
+    "Exception ignored in ...") is raised again at the next result (measured: the study
+    otherwise ran to its end and exited 0).  Yields the flag's reader."""
+    noted = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: noted[0]
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        noted[0] = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: noted[0]
+    finally:
+        signal.signal(signal.SIGINT, previous)
