@@ -457,9 +457,11 @@ def test_large_solve_reports_the_window_search(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     line = next(x for x in r.output.splitlines() if x.startswith("window search:"))
     start, end = (float(x) for x in line.split(", ")[-1].split(" -> "))
-    assert start == 2515 and end <= start  # list's makespan, never longer
     data = json.loads((tmp_path / "p16-loop-v2-m64-lim24.json").read_text())
-    assert data["makespan"] <= end and data["warm_start_makespan"] == 2515
+    # from the warm start (list: 2515 with its whole portfolio; a slow machine may cut it),
+    # never longer, and the schedule written is at least as short
+    assert start == data["warm_start_makespan"] >= 2515 and end <= start
+    assert data["makespan"] <= end
 
 
 def test_ctrl_c_during_compare_keeps_finished_instances(tmp_path: Path) -> None:
