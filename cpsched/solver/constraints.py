@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 from typing import Any, Protocol
 
 from ortools.sat.python import cp_model
@@ -83,13 +83,20 @@ def fifo_order(m: GraphModel) -> None:
     ``start(k, s, i + 1) >= end(k, s, i)`` — valid symmetry breaking (docs/modelling.md §1)."""
     inst, t = m.instance, m.timing
     assert inst is not None
-    for a in t.start:
+    for a, nxt in fifo_pairs(inst, t.start):
+        c = m.model.add(t.start[nxt] >= t.end(a))
+        guard = t.fifo_guard(a, nxt)
+        if guard:
+            c.only_enforce_if(guard)
+
+
+def fifo_pairs(inst: Instance, actions: Collection[Action]) -> Iterator[tuple[Action, Action]]:
+    """``(a, next)``: ``a`` and the same (kind, stage) of the next microbatch, both in
+    ``actions`` and in one direction — the pairs FIFO order binds (docs/modelling.md §1)."""
+    for a in actions:
         nxt = Action(a.kind, a.stage, a.microbatch + 1)
-        if nxt in t.start and direction(inst, a.microbatch) == direction(inst, nxt.microbatch):
-            c = m.model.add(t.start[nxt] >= t.end(a))
-            guard = t.fifo_guard(a, nxt)
-            if guard:
-                c.only_enforce_if(guard)
+        if nxt in actions and direction(inst, a.microbatch) == direction(inst, nxt.microbatch):
+            yield a, nxt
 
 
 def memory_precedence_pairs(inst: Instance, pairs_possible: bool = False

@@ -41,7 +41,7 @@ from cpsched.actions import Action
 from cpsched.engine import run_orders
 from cpsched.graph import memory_buffers
 from cpsched.instance import Instance
-from cpsched.schedules.transforms import direction
+from cpsched.solver.constraints import fifo_pairs
 
 #: Fewer actions than this: the full model is small enough, the search is not used.
 MIN_ACTIONS = 1500
@@ -56,12 +56,11 @@ MAX_STALE_SWEEPS = 2
 @dataclass
 class LnsStats:
     """What :func:`improve` did: windows solved, windows that made the schedule shorter,
-    seconds, and the makespans before and after (ticks)."""
+    seconds, the makespan reached (ticks) and each window's size (actions)."""
 
     windows: int = 0
     improvements: int = 0
     seconds: float = 0.0
-    start: int = 0
     makespan: int = 0
     sizes: list[int] = field(default_factory=list)
 
@@ -79,12 +78,7 @@ class _Problem:
         for u, v, lag in g.edges(data="lag"):
             self.succ[u].append((v, lag))
             self.pred[v].append((u, lag))
-        self.fifo_next: dict[Action, Action] = {}
-        for a in g:
-            nxt = Action(a.kind, a.stage, a.microbatch + 1)
-            if nxt in self.dur and direction(inst, a.microbatch) == direction(inst,
-                                                                               nxt.microbatch):
-                self.fifo_next[a] = nxt
+        self.fifo_next = dict(fifo_pairs(inst, self.dur))
         self.pool, buffers = memory_buffers(inst)
         self.buffers: dict[int, list[tuple[Action, Action, int]]] = {}
         for f, rel, amount in buffers:
@@ -92,8 +86,9 @@ class _Problem:
 
 
 class _Incumbent:
-    """A schedule as device orders with ASAP starts, its makespan and each action's tail in
-    its order graph (longest path from the action's end to the makespan, ticks)."""
+    """A schedule as device orders with ASAP starts, its makespan, each action's tail in
+    its order graph (longest path from the action's end to the makespan, ticks) and the
+    actions in start order."""
 
     def __init__(self, pb: _Problem, orders: list[list[Action]]) -> None:
         run = run_orders(pb.inst, orders)
@@ -106,6 +101,8 @@ class _Incumbent:
         self.makespan = max((e for ends in run.ends for e in ends), default=0)
         self.pos = {a: (d, k) for d, row in enumerate(orders) for k, a in enumerate(row)}
         self.tail = self._tails(pb)
+        #: every action by start (windows are cut from it)
+        self.by_start = sorted(self.start, key=self.start.__getitem__)
 
     def _tails(self, pb: _Problem) -> dict[Action, int]:
         """Longest path from each action's end to the makespan in the order graph
@@ -292,7 +289,7 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
     t_begin = time.perf_counter()
     pb = _Problem(inst, g)
     inc = _Incumbent(pb, _orders_from_starts(pb, starts))
-    stats = LnsStats(start=inc.makespan, makespan=inc.makespan)
+    stats = LnsStats(makespan=inc.makespan)
     rng = random.Random(seed)
     size, used, cursor, stale = START_WINDOW, 0.0, 0, 0
     n = len(inc.start)
@@ -375,7 +372,7 @@ def _candidate(pb: _Problem, inc: _Incumbent, solver: cp_model.CpSolver, code: i
 def _choose(inc: _Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Action]]:
     """The window of ``size`` actions from the ``cursor``-th start on (every device, all
     actions starting in ``[t1, t2)``) and the actions before it, which stay."""
-    order = sorted(inc.start, key=inc.start.__getitem__)
+    order = inc.by_start
     lo_idx = max(0, min(cursor, len(order) - size))
     t1 = inc.start[order[lo_idx]]
     t2 = inc.start[order[lo_idx + size - 1]] + 1

@@ -31,7 +31,11 @@ from cpsched.core import HeadsTails
 from cpsched.graph import memory_buffers, microbatch_chains
 from cpsched.instance import Instance
 from cpsched.schedules.transforms import direction
-from cpsched.solver.constraints import footprint_precedence_pairs, memory_precedence_pairs
+from cpsched.solver.constraints import (
+    fifo_pairs,
+    footprint_precedence_pairs,
+    memory_precedence_pairs,
+)
 
 #: Devices with more actions than this are not relaxed (the model would not be small).
 MAX_ACTIONS = 200
@@ -126,10 +130,8 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
     m.add_no_overlap([m.new_fixed_size_interval_var(start[a], dur[a], "") for a in nodes])
     for a, b, lag in _device_lags(inst, g, dur, nodes):
         m.add(start[b] >= start[a] + dur[a] + lag)
-    for a in nodes:  # FIFO per (kind, stage, direction): docs/modelling.md §1
-        nxt = Action(a.kind, a.stage, a.microbatch + 1)
-        if nxt in start and direction(inst, a.microbatch) == direction(inst, nxt.microbatch):
-            m.add(start[nxt] >= start[a] + dur[a])
+    for a, nxt in fifo_pairs(inst, start):  # FIFO: docs/modelling.md §1
+        m.add(start[nxt] >= start[a] + dur[a])
     _memory(inst, m, start, dur, upper)
     makespan = m.new_int_var(lower, upper, "makespan")
     for a in nodes:
