@@ -28,12 +28,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 
 import networkx as nx
 
 from cpsched.actions import Action, Kind
 from cpsched.core import HeadsTails, heads_and_tails
-from cpsched.graph import build_task_graph, microbatch_chains, overlap_relaxed_durations
+from cpsched.graph import (
+    build_task_graph,
+    microbatch_chains,
+    overlap_heads_tails,
+    pair_savings,
+)
 from cpsched.instance import Instance
 
 _EPS = 1e-6
@@ -195,7 +201,8 @@ def _round_trips(inst: Instance, g: nx.DiGraph, i: int) -> dict[int, float]:
             for s in range(inst.num_stages)}
 
 
-def pair_fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None) -> int:
+def pair_fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None, *,
+                          relaxed: tuple[dict[Action, int], HeadsTails] | None = None) -> int:
     """Lower bound (ticks) for instances with ``overlap_forward_backward``, from the time no
     pair can run (docs/modelling.md §16.1); 0 without an overlap cost.
 
@@ -210,31 +217,24 @@ def pair_fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None) -> int:
         C >= t0 + work - savings(K) + min_L [lost(L) + idle_fill + idle_drain]
 
     (``max`` of the two idles when ``L = K``: the windows may then meet).  ``savings`` is
-    the per-pair ``F + B - P`` of §4.3, ``P`` the shortest pair.
+    the per-pair ``F + B - P`` of §4.3 (:func:`cpsched.graph.pair_savings`).  ``relaxed``:
+    the graph's :func:`cpsched.graph.overlap_heads_tails` when the caller has them.
     """
-    ov = inst.overlap_forward_backward
-    if ov is None:
+    if inst.overlap_forward_backward is None:
         return 0
     g = build_task_graph(inst) if g is None else g
-    shortest = min(inst.ticks(x) for x in ov)
-    h = g.copy()
-    rel = overlap_relaxed_durations(inst, g)
-    nx.set_node_attributes(h, rel, "duration")
-    head, tail = heads_and_tails(h)
+    _, (head, tail) = overlap_heads_tails(inst, g) if relaxed is None else relaxed
     dur = nx.get_node_attributes(g, "duration")
     dev = nx.get_node_attributes(g, "device")
     by_dev: dict[int, list[Action]] = {}
     for a in g:
         by_dev.setdefault(dev[a], []).append(a)
-    best = 0
-    for nodes in by_dev.values():
-        best = max(best, _pair_device_bound(inst, nodes, dur, head, tail, shortest))
-    return best
+    return max((_pair_device_bound(inst, nodes, dur, head, tail) for nodes in by_dev.values()),
+               default=0)
 
 
 def _pair_device_bound(inst: Instance, nodes: list[Action], dur: Mapping[Action, int],
-                       head: Mapping[Action, int], tail: Mapping[Action, int],
-                       shortest: int) -> int:
+                       head: Mapping[Action, int], tail: Mapping[Action, int]) -> int:
     """:func:`pair_fill_drain_bound` of one device (its actions ``nodes``)."""
     t0 = min(head[a] for a in nodes)
     work = sum(dur[a] for a in nodes)
@@ -244,16 +244,14 @@ def _pair_device_bound(inst: Instance, nodes: list[Action], dur: Mapping[Action,
         return t0 + work
     # a backward unit: B, or I + W (a pair may run it fused: docs/modelling.md §15)
     units = sorted((inst.ticks(inst.backward[a.stage]) for a in first_bwd), reverse=True)
-    fs = sorted((dur[a] for a in fwd), reverse=True)
-    k = min(len(fs), len(units))
-    saving = sorted((max(0, f + b - shortest) for f, b in zip(fs[:k], units[:k], strict=True)),
-                    reverse=True)
+    saving = pair_savings(inst, nodes, dur)
+    k = len(saving)
     sigma = min(head[a] for a in first_bwd)
     early = sorted((dur[a] for a in fwd if head[a] < sigma), reverse=True)
     tau = min(tail[a] for a in fwd)
-    fill_prefix = _prefix(early)
-    drain_prefix = _prefix(units)
-    spare_f, spare_b = len(fs) - k, len(units) - k
+    fill_prefix = list(accumulate(early, initial=0))
+    drain_prefix = list(accumulate(units, initial=0))
+    spare_f, spare_b = len(fwd) - k, len(units) - k
     best = math.inf
     lost = 0
     for n_lost in range(k + 1):
@@ -266,11 +264,3 @@ def _pair_device_bound(inst: Instance, nodes: list[Action], dur: Mapping[Action,
         idle = max(idle_fill, idle_drain) if n_lost == k else idle_fill + idle_drain
         best = min(best, lost + idle)
     return int(t0 + work - sum(saving) + best)
-
-
-def _prefix(values: list[int]) -> list[int]:
-    """``[0, v0, v0 + v1, ...]``."""
-    out = [0]
-    for v in values:
-        out.append(out[-1] + v)
-    return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -176,41 +176,53 @@ def overlap_relaxed_durations(instance: Instance, g: nx.DiGraph) -> dict[Action,
     return out
 
 
-def overlap_lower_bound(instance: Instance, g: nx.DiGraph | None = None) -> int:
+def overlap_lower_bound(instance: Instance, g: nx.DiGraph | None = None, *,
+                        relaxed: tuple[dict[Action, int], HeadsTails] | None = None) -> int:
     """Lower bound (ticks) valid also for schedules with overlapped F&B pairs.
 
     Chains use :func:`overlap_relaxed_durations`, and a device's work is its total minus the
     largest savings its pairs could make (``F + B - pair`` per pair, ``B`` the full backward
-    since a pair may run it fused, at most ``min(#F, #B/I)`` pairs).  Equals
-    :func:`lower_bound` when no overlap cost is given.
+    since a pair may run it fused, at most ``min(#F, #B/I)`` pairs: :func:`pair_savings`).
+    Equals :func:`lower_bound` when no overlap cost is given.  ``relaxed``: the graph's
+    :func:`overlap_heads_tails` when the caller has them.
     """
     g = build_task_graph(instance) if g is None else g
-    ov = instance.overlap_forward_backward
-    if ov is None:
+    if instance.overlap_forward_backward is None:
         return lower_bound(instance, g).value
-    shortest = min(instance.ticks(x) for x in ov)
-    h = g.copy()
-    rel = overlap_relaxed_durations(instance, g)
-    for a in h:
-        h.nodes[a]["duration"] = rel[a]
-    head, tail = heads_and_tails(h)
+    rel, (head, tail) = overlap_heads_tails(instance, g) if relaxed is None else relaxed
     dur = nx.get_node_attributes(g, "duration")
-    cp = max((head[a] + rel[a] + tail[a] for a in h), default=0)
+    cp = max((head[a] + rel[a] + tail[a] for a in g), default=0)
     best = cp
-    by_dev = _by_device(g)
-    for d in range(instance.p):
-        nodes = by_dev.get(d)
-        if not nodes:
-            continue
-        fs = sorted((dur[a] for a in nodes if a.kind == Kind.F), reverse=True)
-        # a pair may take a fused B (I + W) with split backward: that saves the most
-        bs = sorted((instance.ticks(instance.backward[a.stage]) for a in nodes
-                     if a.kind in (Kind.B, Kind.I)), reverse=True)
-        k = min(len(fs), len(bs))
-        savings = sum(max(0, f + b - shortest) for f, b in zip(fs[:k], bs[:k], strict=True))
-        work = sum(dur[a] for a in nodes) - savings
+    for nodes in _by_device(g).values():
+        work = sum(dur[a] for a in nodes) - sum(pair_savings(instance, nodes, dur))
         best = max(best, min(head[a] for a in nodes) + work + min(tail[a] for a in nodes))
     return best
+
+
+def overlap_heads_tails(instance: Instance, g: nx.DiGraph
+                        ) -> tuple[dict[Action, int], HeadsTails]:
+    """The pair-relaxed durations (:func:`overlap_relaxed_durations`) and the heads and
+    tails they give (ticks): what no schedule with overlapped pairs can beat."""
+    rel = overlap_relaxed_durations(instance, g)
+    h = g.copy()
+    nx.set_node_attributes(h, rel, "duration")
+    return rel, heads_and_tails(h)
+
+
+def pair_savings(instance: Instance, nodes: Iterable[Action], dur: Mapping[Action, int]
+                 ) -> list[int]:
+    """The most device time the pairs among one device's actions ``nodes`` can save (ticks),
+    largest first: the ``k = min(#F, #B/I)`` pairs of the sorted forwards and full backwards
+    (a pair may run a fused ``B`` = ``I + W``), each ``F + B - P`` with ``P`` the shortest
+    ``overlap_forward_backward`` (docs/modelling.md §4.3)."""
+    shortest = min(instance.ticks(x) for x in instance.overlap_forward_backward or ())
+    nodes = list(nodes)
+    fs = sorted((dur[a] for a in nodes if a.kind == Kind.F), reverse=True)
+    bs = sorted((instance.ticks(instance.backward[a.stage]) for a in nodes
+                 if a.kind in (Kind.B, Kind.I)), reverse=True)
+    k = min(len(fs), len(bs))
+    return sorted((max(0, f + b - shortest) for f, b in zip(fs[:k], bs[:k], strict=True)),
+                  reverse=True)
 
 
 def windows(g: nx.DiGraph, horizon: int) -> dict[Action, tuple[int, int]]:
@@ -278,7 +290,7 @@ def memory_buffers(instance: Instance) -> tuple[int | None, list[tuple[Action, A
 __all__ = [
     "FusedRule", "LowerBound", "build_task_graph", "dependencies", "duration",
     "fused_rule_from", "heads_and_tails", "lower_bound", "memory_buffers", "memory_scale",
-    "microbatch_chains",
+    "microbatch_chains", "overlap_heads_tails", "pair_savings",
     "overlap_duration", "overlap_lower_bound", "overlap_relaxed_durations",
     "pipeline_resource_graph", "release_actions", "windows",
 ]

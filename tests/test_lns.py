@@ -5,6 +5,7 @@ models."""
 
 from __future__ import annotations
 
+import networkx as nx
 import pytest
 from conftest import make
 from hypothesis import HealthCheck, given, settings
@@ -13,12 +14,12 @@ from hypothesis import strategies as st
 import cpsched.solver.facade as facade
 import cpsched.solver.lns as lns
 from cpsched import solve
-from cpsched.actions import TimedAction
 from cpsched.graph import build_task_graph
 from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.schedules import run_all
 from cpsched.schedules.transforms import sequential_schedule
+from cpsched.solver.pipeline_model import timed_schedule
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
 
@@ -30,10 +31,8 @@ def _starts(inst: Instance, sch: Schedule) -> dict:
 def _as_schedule(inst: Instance, starts: dict) -> Schedule:
     """The timed schedule of ``{action: start tick}``."""
     g = build_task_graph(inst)
-    rows = [TimedAction(g.nodes[a]["device"], a.stage, a.microbatch, a.kind,
-                        inst.from_ticks(t), inst.from_ticks(t + g.nodes[a]["duration"]))
-            for a, t in starts.items()]
-    return Schedule(inst, rows, method="cpsat")
+    return timed_schedule(inst, nx.get_node_attributes(g, "device"),
+                          nx.get_node_attributes(g, "duration"), starts, "cpsat")
 
 
 def _improve(inst: Instance, start: Schedule, **kw: object) -> tuple[dict, lns.LnsStats]:

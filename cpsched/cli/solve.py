@@ -213,10 +213,8 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     say(f"cpsat: {res.status}{note}, makespan {fmt(res.makespan)}, lower bound "
         f"{fmt(res.lower_bound)}, warm start {res.warm_start}, {res.solve_seconds:.2f} s")
     ws = res.stats.get("window_search")
-    if ws is not None:  # docs/modelling.md §17
-        start = best.extra.get("warm_start_makespan")
+    if ws is not None:  # docs/modelling.md §17; it starts from the warm start
         say(f"window search: {ws['windows']} windows in {ws['seconds']:g} s, "
-            f"{fmt(start)} -> {fmt(ws['makespan'])}" if start is not None else
-            f"window search: {ws['windows']} windows in {ws['seconds']:g} s")
+            f"{fmt(best.extra['warm_start_makespan'])} -> {fmt(ws['makespan'])}")
     if res.message:
         say(f"note: {res.message}")

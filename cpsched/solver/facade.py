@@ -15,16 +15,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import networkx as nx
 from ortools.sat.python import cp_model
 
-from cpsched.actions import TimedAction
 from cpsched.bounds import area_bound, fill_drain_bound, pair_fill_drain_bound
-from cpsched.graph import build_task_graph, heads_and_tails, lower_bound, overlap_lower_bound
+from cpsched.graph import (
+    build_task_graph,
+    heads_and_tails,
+    lower_bound,
+    overlap_heads_tails,
+    overlap_lower_bound,
+)
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
 from cpsched.solver import isolated, lns
 from cpsched.solver.overlap import pair_solution
-from cpsched.solver.pipeline_model import PipelineModel
+from cpsched.solver.pipeline_model import PipelineModel, timed_schedule
 from cpsched.solver.progress import Progress, ProgressCallback
 from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound, relaxed_devices
 from cpsched.solver.warm_start import best_warm_start
@@ -87,7 +93,9 @@ def _bounds(inst: Instance) -> tuple[int, Any, Any]:
     g = build_task_graph(inst)
     ht = heads_and_tails(g)  # once for the three bounds (~0.2 s at 50k actions)
     if inst.overlap_forward_backward is not None:
-        return max(overlap_lower_bound(inst, g), pair_fill_drain_bound(inst, g)), g, ht
+        relaxed = overlap_heads_tails(inst, g)  # once for both pair bounds
+        return max(overlap_lower_bound(inst, g, relaxed=relaxed),
+                   pair_fill_drain_bound(inst, g, relaxed=relaxed)), g, ht
     return max(lower_bound(inst, g, ht=ht).value, fill_drain_bound(inst, g, ht=ht)[0],
                area_bound(inst, g, ht=ht)), g, ht
 
@@ -218,7 +226,9 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
 def _interrupted(inst: Instance, g: Any, hint: Mapping[Any, int], lb: int, horizon: int,
                  t0: float, warm: str, start_horizon: int, windows: lns.LnsStats) -> Result:
     """The result after Ctrl-C in the window search: its best schedule, validated."""
-    schedule = _timed(inst, g, hint)
+    # the window search ran: no pairs, so the starts and the graph give the schedule
+    schedule = timed_schedule(inst, nx.get_node_attributes(g, "device"),
+                              nx.get_node_attributes(g, "duration"), hint, "cpsat")
     _certify(schedule, min(lb, horizon), t0, warm, start_horizon, "")
     return Result(schedule, schedule.solve_seconds, warm, "UNKNOWN", stats={
         "window_search": _window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb)})
@@ -273,14 +283,6 @@ def _window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] 
         return None
     return {"windows": stats.windows, "improvements": stats.improvements,
             "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
-
-
-def _timed(inst: Instance, g: Any, starts: Mapping[Any, int]) -> Schedule:
-    """The schedule of ``{action: start tick}`` (no pairs) without building the model."""
-    rows = [TimedAction(g.nodes[a]["device"], a.stage, a.microbatch, a.kind,
-                        inst.from_ticks(t), inst.from_ticks(t + g.nodes[a]["duration"]))
-            for a, t in starts.items()]
-    return Schedule(inst, rows, method="cpsat")
 
 
 def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: int, lb: int,
@@ -399,10 +401,7 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule]
 
 def _model(inst: Instance, hint: Any, horizon: int, lb: int, pairs: Any) -> PipelineModel:
     """The pipeline model at ``horizon`` with the hint added."""
-    if pairs is not None:
-        model = PipelineModel(inst, horizon, min(lb, horizon), pairs=pairs)
-    else:
-        model = PipelineModel(inst, horizon, min(lb, horizon))
+    model = PipelineModel(inst, horizon, min(lb, horizon), pairs=pairs or ())
     model.add_hint(hint)
     return model
 

@@ -34,8 +34,8 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from cpsched.actions import Action, Kind, TimedAction
-from cpsched.core import ResourceGraph, Task, heads_and_tails
-from cpsched.graph import overlap_relaxed_durations
+from cpsched.core import ResourceGraph, Task
+from cpsched.graph import overlap_heads_tails
 from cpsched.instance import Instance
 
 #: Above this many candidate F&B pairs the overlap model keeps only the pairs of the nearest
@@ -127,11 +127,7 @@ class OverlapTiming:
         self.pair: dict[Pair, Any] = {}
         self.pair_dur: dict[Pair, int] = {}
         self.pair_interval: dict[Pair, cp_model.IntervalVar] = {}
-        rel = overlap_relaxed_durations(instance, rg.graph)
-        relaxed = rg.graph.copy()
-        for t in relaxed:
-            relaxed.nodes[t]["duration"] = rel[t]
-        head, tail = heads_and_tails(relaxed)
+        rel, (head, tail) = overlap_heads_tails(instance, rg.graph)
         self._action_vars(model, head, tail, rel)
         self._pair_vars(model, self._candidates(head, tail, rel))
 

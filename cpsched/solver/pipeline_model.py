@@ -24,6 +24,15 @@ from cpsched.solver.overlap import OverlapTiming, Pair, PairSolution
 from cpsched.solver.timing import FixedTiming
 
 
+def timed_schedule(inst: Instance, device: Mapping[Action, int], dur: Mapping[Action, int],
+                   starts: Mapping[Action, int], method: str) -> Schedule:
+    """The schedule of ``{action: start tick}`` without overlapped pairs: each action on its
+    ``device`` for its ``dur`` (ticks), times in the instance's units."""
+    rows = [TimedAction(device[a], a.stage, a.microbatch, a.kind, inst.from_ticks(t),
+                        inst.from_ticks(t + dur[a])) for a, t in starts.items()]
+    return Schedule(inst, rows, method=method)
+
+
 class PipelineModel:
     """CP-SAT model of ``inst`` at ``horizon`` with makespan ``>= lb`` (ticks).
 
@@ -108,11 +117,7 @@ class PipelineModel:
         ``B``)."""
         inst = self.inst
         if not isinstance(solution, PairSolution):
-            rows = [TimedAction(self.device[a], a.stage, a.microbatch, a.kind,
-                                inst.from_ticks(solution[a]),
-                                inst.from_ticks(solution[a] + self.dur[a]))
-                    for a in self.dur]
-            return Schedule(inst, rows, method=method)
+            return timed_schedule(inst, self.device, self.dur, solution, method)
         rows = []
         skip: set[Action] = set()
         for k, (f, b) in enumerate(solution.pairs):
