@@ -28,6 +28,7 @@ from cpsched.graph import (
 )
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
+from cpsched.schedules import modulo
 from cpsched.solver import isolated, lns
 from cpsched.solver.overlap import pair_solution
 from cpsched.solver.pipeline_model import PipelineModel, timed_schedule
@@ -184,10 +185,10 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     if candidates is None:
         candidates = _known(inst, deadline, t0)
     lb, g, ht = _bounds(inst)
-    warm, hint, horizon, pairs = _warm_start(inst, candidates)
-    cb = Progress(inst, t0, on_progress, min(lb, horizon))
     stop = _TrackedStop(on_solver)
-    stop.give(None)  # Ctrl-C during the window search
+    stop.give(None)  # Ctrl-C during the modulo scan and the window search
+    warm, hint, horizon, pairs = _warm_start(inst, candidates, lb, deadline, stop)
+    cb = Progress(inst, t0, on_progress, min(lb, horizon))
     start_horizon = horizon
     hint, horizon, windows = _window_search(inst, g, hint, horizon, lb, deadline, seed,
                                             parameters, cb, stop)
@@ -251,6 +252,9 @@ def _model_stats(model: PipelineModel) -> dict[str, Any]:
 #: share of the time left that the window search gets (when it applies), and its
 #: deterministic budget without a time limit (CP-SAT units, reproducible)
 WINDOW_SHARE, WINDOW_DETERMINISTIC_TIME = 0.6, 30.0
+#: share of the time left that the modulo period scan may take, and the model size from
+#: which it runs (as the window search; docs/modelling.md §22)
+MODULO_SHARE, MODULO_MIN_ACTIONS = 0.1, 1500
 
 
 def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
@@ -275,6 +279,19 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     if stats.makespan >= horizon:
         return hint, horizon, stats
     return starts, stats.makespan, stats
+
+
+def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:
+    """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large memory-capped model
+    (:data:`MODULO_MIN_ACTIONS`), scanning periods for at most
+    :data:`MODULO_SHARE` of the time left; None otherwise."""
+    if (inst.memory_limit is None or inst.n_actions < MODULO_MIN_ACTIONS
+            or modulo.applicable(inst) is not None):
+        return None
+    until = None
+    if deadline is not None:
+        until = time.perf_counter() + MODULO_SHARE * (deadline - time.perf_counter())
+    return modulo.modulo_schedule(inst, until, lambda: stop.requested)
 
 
 def _window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] | None:
@@ -387,11 +404,16 @@ def _restricted_message(model: PipelineModel) -> str:
             "restricted set; the bound is the combinatorial one")
 
 
-def _warm_start(inst: Instance, candidates: Mapping[str, Schedule]
-                ) -> tuple[str, Any, int, Any]:
+def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
+                deadline: float | None, stop: _TrackedStop) -> tuple[str, Any, int, Any]:
     """The warm start: name, hint in the model's terms, horizon (ticks), and the overlapped
-    pairs the model must allow (None without an overlap cost)."""
+    pairs the model must allow (None without an overlap cost).  While a gap to ``lb`` is
+    open, the modulo schedule (docs/modelling.md §22) joins the candidates when shorter."""
     warm, hint_rows, horizon = best_warm_start(inst, candidates)
+    if horizon > lb:
+        extra = _modulo(inst, deadline, stop)
+        if extra is not None and inst.ticks(extra.makespan) < horizon:
+            warm, hint_rows, horizon = best_warm_start(inst, {**candidates, "modulo": extra})
     if inst.overlap_forward_backward is not None:
         hint = pair_solution(inst, hint_rows)
         # fusing an overlapped I alone can only shorten it

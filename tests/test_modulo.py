@@ -1,0 +1,156 @@
+"""Modulo (periodic) schedules (cpsched/schedules/modulo.py, docs/modelling.md §22)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import INSTANCES, make
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cpsched.solver.facade as facade
+from cpsched import solve
+from cpsched.actions import Action, Kind
+from cpsched.graph import memory_buffers
+from cpsched.instance import Instance, load_instance
+from cpsched.rules import default_kinds, dependencies, duration
+from cpsched.schedules.modulo import (
+    Pattern,
+    applicable,
+    min_period,
+    modulo_schedule,
+    pattern_orders,
+    pattern_peak,
+    place_pattern,
+)
+from cpsched.schedules.transforms import sequential_schedule
+from cpsched.simulate import simulate
+from cpsched.validate import validate
+
+
+def _instances() -> st.SearchStrategy[Instance]:
+    @st.composite
+    def build(draw: st.DrawFn) -> Instance:
+        p, v = draw(st.integers(2, 4)), draw(st.integers(1, 2))
+        placement = draw(st.sampled_from(["loop", "v"])) if v == 2 else "loop"
+        split = draw(st.booleans())
+        costs = ({"I": draw(st.sampled_from([1, 2])), "W": draw(st.sampled_from([1, 1.5]))}
+                 if split else {"B": draw(st.sampled_from([1, 2, 3]))})
+        return make(p, v, draw(st.integers(2 * p, 3 * p)), F=draw(st.sampled_from([1, 2])),
+                    placement=placement, latency=draw(st.sampled_from([0, 0.5])),
+                    limit=draw(st.sampled_from([None, 2, 4, 8])), **costs)
+    return build()
+
+
+def _steady_peak(inst: Instance, pat: Pattern) -> list[int]:
+    """Brute force: each device's memory on the timetable ``i * T + o(a)`` over one period
+    in the middle of ``inst.m`` microbatches (integer units; a release at the end of an
+    action is given back before a forward starting at that tick takes)."""
+    T, m = pat.period, inst.m
+    events: list[list[tuple[int, int]]] = [[] for _ in range(inst.p)]
+    for f, rel, amount in memory_buffers(inst)[1]:
+        i = f.microbatch
+        start = i * T + pat.offsets[Action(f.kind, f.stage, 0)]
+        end = i * T + pat.offsets[Action(rel.kind, rel.stage, 0)] + duration(inst, rel)
+        events[inst.device_of(f.stage)] += [(start, amount), (end, -amount)]
+    lo, hi = (m // 2) * T, (m // 2 + 1) * T
+    peaks = []
+    for ev in events:
+        held, peak = 0, 0
+        for t, delta in sorted(ev, key=lambda e: (e[0], e[1])):
+            held += delta
+            if lo <= t < hi:
+                peak = max(peak, held)
+        peaks.append(peak)
+    return peaks
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=_instances(), factor=st.sampled_from([1.0, 1.2, 1.5, 2.0]), w_last=st.booleans())
+def test_a_pattern_is_a_valid_periodic_timetable(inst: Instance, factor: float,
+                                                 w_last: bool) -> None:
+    period = int(min_period(inst) * factor)
+    pat = place_pattern(inst, period, w_last)
+    if pat is None:
+        return
+    kinds = default_kinds(inst)
+    assert set(pat.offsets) == {Action(k, s, 0) for k in kinds for s in range(inst.num_stages)}
+    for a, o in pat.offsets.items():  # dependencies within one microbatch
+        for b, lag in dependencies(inst, a, lambda s, i: False):
+            assert o >= pat.offsets[b] + duration(inst, b) + lag
+    for d in range(inst.p):  # no two actions of a device overlap modulo T
+        busy = [0] * period
+        for a, o in pat.offsets.items():
+            if inst.device_of(a.stage) == d:
+                for t in range(o, o + duration(inst, a)):
+                    busy[t % period] += 1
+        assert max(busy) <= 1
+    sch = simulate(inst, pattern_orders(inst, pat))  # ASAP never later than the timetable
+    assert inst.ticks(sch.makespan) <= pat.estimate(inst.m)
+    if inst.memory_limit is not None and max(pattern_peak(inst, pat)) <= memory_buffers(inst)[0]:
+        assert validate(sch) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(inst=_instances(), factor=st.sampled_from([1.0, 1.3, 2.0]))
+def test_pattern_peak_is_the_steady_state_peak(inst: Instance, factor: float) -> None:
+    if inst.memory_limit is None:
+        return
+    pat = place_pattern(inst, int(min_period(inst) * factor))
+    if pat is None:
+        return
+    # enough microbatches that the middle period is in the steady state
+    inst = inst.replace(**{"pipeline.microbatches": 2 * (pat.span // pat.period) + 6})
+    assert pattern_peak(inst, pat) == _steady_peak(inst, pat)
+
+
+def test_min_period_by_hand() -> None:
+    # p=2 F=1 B=2, limit one microbatch: stage 0 holds its activation F0+F1+B1+B0 = 6 per
+    # microbatch, so one microbatch every 6 (device work is only 3)
+    inst = make(2, 1, 4, F=1, B=2, limit=1)
+    assert min_period(inst) == inst.ticks(6)
+    sch = modulo_schedule(inst)
+    assert sch is not None and validate(sch) == [] and sch.makespan == 4 * 6
+    assert min_period(make(2, 1, 4, F=1, B=2)) == inst.ticks(3)  # no limit: the work
+
+
+def test_memory_bound_instance_beats_list() -> None:
+    # p=16 v=2 m=64 F=5 B=10, limit 24: memory, not work, sets the pace (modelling §22)
+    inst = load_instance(INSTANCES / "scale" / "p16-loop-v2-m64-lim24.toml")
+    sch = modulo_schedule(inst)
+    assert sch is not None and validate(sch) == []
+    assert max(sch.peak_memory) <= 24 and sch.makespan == 2475  # list: 2515
+
+
+def test_where_it_does_not_apply() -> None:
+    assert "bidirectional" in str(applicable(make(4, 1, 8, placement="bidirectional")))
+    assert "overlap" in str(applicable(make(4, 1, 8, overlap=12)))
+    assert applicable(make(4, 2, 8, placement="v", I=1, W=1, limit=3)) is None
+    assert modulo_schedule(make(4, 1, 8, overlap=12)) is None
+
+
+def test_a_stop_ends_the_scan() -> None:
+    assert modulo_schedule(make(4, 2, 16, limit=4), stop=lambda: True) is None
+
+
+def test_solve_starts_from_it_when_shorter(monkeypatch: pytest.MonkeyPatch) -> None:
+    inst = make(4, 2, 16, limit=4)
+    own = modulo_schedule(inst)
+    seq = sequential_schedule(inst)
+    assert own is not None and own.makespan < seq.makespan
+    monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10)
+    res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
+                parameters={"max_deterministic_time": 0.5})
+    assert res.schedule is not None and not validate(res.schedule)
+    assert res.schedule.extra["warm_start"] == "modulo"
+    assert res.schedule.extra["warm_start_makespan"] == own.makespan
+    assert res.makespan <= own.makespan
+    monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10**9)
+    res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
+                parameters={"max_deterministic_time": 0.5})
+    assert res.schedule is not None and res.schedule.extra["warm_start"] == "sequential"
+
+
+def test_kinds_with_split_backward() -> None:
+    inst = make(4, 2, 12, placement="v", I=1, W=1, limit=3)
+    pat = place_pattern(inst, min_period(inst) * 2)
+    assert pat is not None and {a.kind for a in pat.offsets} == {Kind.F, Kind.I, Kind.W}
