@@ -463,6 +463,10 @@ def test_large_solve_reports_the_window_search(tmp_path: Path) -> None:
     # at least as short
     assert start == data["warm_start_makespan"] and end <= start
     assert start == 2475 if data["warm_start"] == "modulo" else start >= 2515
+    if data["warm_start"] == "modulo":  # and it says so
+        mp = next(x for x in r.output.splitlines() if x.startswith("modulo pattern:"))
+        assert mp.startswith("modulo pattern: period 32 (at least 30), 2475 in ")
+        assert mp.endswith(", the warm start")
     assert data["makespan"] <= end
 
 

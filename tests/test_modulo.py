@@ -144,10 +144,15 @@ def test_solve_starts_from_it_when_shorter(monkeypatch: pytest.MonkeyPatch) -> N
     assert res.schedule.extra["warm_start"] == "modulo"
     assert res.schedule.extra["warm_start_makespan"] == own.makespan
     assert res.makespan <= own.makespan
+    mp = res.stats["modulo"]
+    assert mp["makespan"] == own.makespan and mp["warm_start"] is True
+    assert mp["period"] == own.extra["period"] >= mp["min_period"] == inst.from_ticks(
+        min_period(inst))
     monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10**9)
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 0.5})
     assert res.schedule is not None and res.schedule.extra["warm_start"] == "sequential"
+    assert res.stats["modulo"] is None
 
 
 def test_kinds_with_split_backward() -> None:

@@ -212,6 +212,11 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
             if res.status == Status.FEASIBLE else "")
     say(f"cpsat: {res.status}{note}, makespan {fmt(res.makespan)}, lower bound "
         f"{fmt(res.lower_bound)}, warm start {res.warm_start}, {res.solve_seconds:.2f} s")
+    mp = res.stats.get("modulo")
+    if mp is not None:  # docs/modelling.md §22
+        say(f"modulo pattern: period {fmt(mp['period'])} (at least {fmt(mp['min_period'])}), "
+            f"{fmt(mp['makespan'])} in {mp['seconds']:g} s"
+            + (", the warm start" if mp["warm_start"] else ", not shorter than the warm start"))
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; it starts from the warm start
         say(f"window search: {ws['windows']} windows in {ws['seconds']:g} s, "

@@ -194,7 +194,8 @@ def applicable(inst: Instance) -> str | None:
 def modulo_schedule(inst: Instance, deadline: float | None = None,
                     stop: Callable[[], bool] | None = None) -> Schedule | None:
     """The best timed modulo schedule whose pattern fits the memory limit (module
-    docstring), method ``"modulo"``; None when none is found or it does not apply.
+    docstring), method ``"modulo"``, its ``extra`` giving the pattern's ``period`` and the
+    scan's start ``min_period`` (time units); None when none is found or it does not apply.
 
     Args:
         deadline: a ``time.perf_counter()`` value; the period scan stops there.
@@ -225,6 +226,8 @@ def modulo_schedule(inst: Instance, deadline: float | None = None,
         sch = simulate(inst, pattern_orders(inst, pat), method="modulo")
         if best is None or sch.makespan < best.makespan:
             best = sch
+            sch.extra = {"period": inst.from_ticks(pat.period),
+                         "min_period": inst.from_ticks(t0)}
     return best
 
 

@@ -187,13 +187,14 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     lb, g, ht = _bounds(inst)
     stop = _TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
-    warm, hint, horizon, pairs = _warm_start(inst, candidates, lb, deadline, stop)
+    warm, hint, horizon, pairs, pattern = _warm_start(inst, candidates, lb, deadline, stop)
     cb = Progress(inst, t0, on_progress, min(lb, horizon))
     start_horizon = horizon
     hint, horizon, windows = _window_search(inst, g, hint, horizon, lb, deadline, seed,
                                             parameters, cb, stop)
     if stop.requested and windows is not None:  # Ctrl-C in the window search: no model
-        return _interrupted(inst, g, hint, lb, horizon, t0, warm, start_horizon, windows)
+        return _interrupted(inst, g, hint, lb, horizon, t0, warm, start_horizon, windows,
+                            pattern)
     model = _model(inst, hint, horizon, lb, pairs)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
@@ -220,19 +221,22 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
             "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
             "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
                                 for r in relaxed],
-            "window_search": _window_stats(inst, windows)} | _model_stats(model),
+            "window_search": _window_stats(inst, windows), "modulo": pattern
+        } | _model_stats(model),
     )
 
 
 def _interrupted(inst: Instance, g: Any, hint: Mapping[Any, int], lb: int, horizon: int,
-                 t0: float, warm: str, start_horizon: int, windows: lns.LnsStats) -> Result:
+                 t0: float, warm: str, start_horizon: int, windows: lns.LnsStats,
+                 pattern: dict[str, Any] | None) -> Result:
     """The result after Ctrl-C in the window search: its best schedule, validated."""
     # the window search ran: no pairs, so the starts and the graph give the schedule
     schedule = timed_schedule(inst, nx.get_node_attributes(g, "device"),
                               nx.get_node_attributes(g, "duration"), hint, "cpsat")
     _certify(schedule, min(lb, horizon), t0, warm, start_horizon, "")
     return Result(schedule, schedule.solve_seconds, warm, "UNKNOWN", stats={
-        "window_search": _window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb)})
+        "window_search": _window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb),
+        "modulo": pattern})
 
 
 def _known(inst: Instance, deadline: float | None, t0: float) -> dict[str, Schedule]:
@@ -405,20 +409,29 @@ def _restricted_message(model: PipelineModel) -> str:
 
 
 def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
-                deadline: float | None, stop: _TrackedStop) -> tuple[str, Any, int, Any]:
-    """The warm start: name, hint in the model's terms, horizon (ticks), and the overlapped
-    pairs the model must allow (None without an overlap cost).  While a gap to ``lb`` is
-    open, the modulo schedule (docs/modelling.md §22) joins the candidates when shorter."""
+                deadline: float | None, stop: _TrackedStop
+                ) -> tuple[str, Any, int, Any, dict[str, Any] | None]:
+    """The warm start: name, hint in the model's terms, horizon (ticks), the overlapped
+    pairs the model must allow (None without an overlap cost), and ``Result.stats["modulo"]``.
+    While a gap to ``lb`` is open, the modulo schedule (docs/modelling.md §22) joins the
+    candidates when shorter; its stats (makespan, period, min_period, seconds, whether it
+    is the warm start) are None when it did not run or found no pattern."""
     warm, hint_rows, horizon = best_warm_start(inst, candidates)
+    pattern = None
     if horizon > lb:
+        t = time.perf_counter()
         extra = _modulo(inst, deadline, stop)
-        if extra is not None and inst.ticks(extra.makespan) < horizon:
-            warm, hint_rows, horizon = best_warm_start(inst, {**candidates, "modulo": extra})
+        if extra is not None:
+            shorter = inst.ticks(extra.makespan) < horizon
+            if shorter:
+                warm, hint_rows, horizon = best_warm_start(inst, {**candidates, "modulo": extra})
+            pattern = {"makespan": extra.makespan, **extra.extra, "warm_start": shorter,
+                       "seconds": round(time.perf_counter() - t, 2)}
     if inst.overlap_forward_backward is not None:
         hint = pair_solution(inst, hint_rows)
         # fusing an overlapped I alone can only shorten it
-        return warm, hint, hint.makespan, hint.pairs
-    return warm, {a.action: inst.ticks(a.start) for a in hint_rows}, horizon, None
+        return warm, hint, hint.makespan, hint.pairs, pattern
+    return warm, {a.action: inst.ticks(a.start) for a in hint_rows}, horizon, None, pattern
 
 
 def _model(inst: Instance, hint: Any, horizon: int, lb: int, pairs: Any) -> PipelineModel:
