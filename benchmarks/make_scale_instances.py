@@ -88,6 +88,12 @@ def main() -> None:
            "split_backward": True},
           profiled(16, True) | {"overlap_forward_backward": 2.6}, {})
 
+    write("p32-loop-v4-m64-lim8-profiled", "PP32 x VPP4, 64 microbatches, split backward, "
+          "profiled uneven costs with p2p latency, memory-starved: 8 microbatches of a "
+          "device's activation (a quarter of 1F1B's 32; interleaved 1F1B needs 39.75)",
+          {"devices": 32, "stages_per_device": 4, "microbatches": 64, "split_backward": True},
+          profiled(128, True), {"activation": 0.25, "limit": 8})
+
 
 if __name__ == "__main__":
     main()

@@ -266,18 +266,19 @@ def pipeline_resource_graph(instance: Instance) -> ResourceGraph:
     return rg
 
 
-def memory_buffers(instance: Instance) -> tuple[int | None, list[tuple[Action, Action, int]]]:
+def memory_buffers(instance: Instance, microbatches: Iterable[int] | None = None
+                   ) -> tuple[int | None, list[tuple[Action, Action, int]]]:
     """The memory rule of docs/spec.md §1.5 in the solver's integer units
     (:func:`memory_scale`): each device's limit (None without one, rounded down) and every
     buffer ``(F(s, i), release, amount)`` — held from the start of ``F(s, i)`` to the end of
     the release action, ``activation[s]`` times the fraction it frees (rounded up; zero
-    amounts left out)."""
+    amounts left out) — of the given microbatches (default: all)."""
     limit = instance.memory_limit
     if limit is None:
         return None, []
     sc = memory_scale(instance)
     buffers = []
-    for i in range(instance.m):
+    for i in range(instance.m) if microbatches is None else microbatches:
         for s in range(instance.num_stages):
             f = Action(Kind.F, s, i)
             for rel, frac in release_actions(instance, s, i):

@@ -85,14 +85,13 @@ def min_period(inst: Instance) -> int:
     — a buffer lives at least its chain ``L_min`` from the start of ``F`` to the end of its
     release, and the steady state holds ``L / T`` of it on average, at most the limit."""
     period = max(device_work(inst))
-    limit, buffers = memory_buffers(inst)
+    limit, buffers = memory_buffers(inst, (0,))
     if limit:
         head, _ = chain_heads_tails(inst)
         area = [0] * inst.p
         for f, rel, amount in buffers:
-            if f.microbatch == 0:
-                life = head[rel.kind][rel.stage] + duration(inst, rel) - head[Kind.F][f.stage]
-                area[inst.device_of(f.stage)] += amount * life
+            life = head[rel.kind][rel.stage] + duration(inst, rel) - head[Kind.F][f.stage]
+            area[inst.device_of(f.stage)] += amount * life
         period = max(period, -(-max(area) // limit))
     return period
 
@@ -155,10 +154,9 @@ def pattern_peak(inst: Instance, pattern: Pattern) -> list[int]:
     :func:`cpsched.graph.memory_buffers` (zeros without a memory limit), shape ``(p,)``."""
     T = pattern.period
     per_dev: list[list[tuple[int, int, int]]] = [[] for _ in range(inst.p)]
-    for f, rel, amount in memory_buffers(inst)[1]:
-        if f.microbatch == 0:
-            life = pattern.offsets[rel] + duration(inst, rel) - pattern.offsets[f]
-            per_dev[inst.device_of(f.stage)].append((pattern.offsets[f] % T, life, amount))
+    for f, rel, amount in memory_buffers(inst, (0,))[1]:
+        life = pattern.offsets[rel] + duration(inst, rel) - pattern.offsets[f]
+        per_dev[inst.device_of(f.stage)].append((pattern.offsets[f] % T, life, amount))
     peaks = []
     for bufs in per_dev:
         peak = 0
