@@ -139,3 +139,19 @@ def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 0.5})
     assert res.stats["window_search"] is None
+
+
+def test_no_model_when_too_little_time_is_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the model is not built when building it would overrun the time limit: the window
+    # search's schedule comes back, validated, with the combinatorial bound, and says so
+    inst = make(4, 2, 16, limit=6)
+    seq = sequential_schedule(inst)
+    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+    monkeypatch.setattr(lns, "START_WINDOW", 60)
+    monkeypatch.setattr(facade, "MODEL_SECONDS_PER_ACTION", 1e6)
+    res = solve(inst, time_limit=20, workers=1, candidates={"sequential": seq})
+    assert res.message == facade.NO_TIME_MESSAGE and res.solver_status == "UNKNOWN"
+    assert res.schedule is not None and not validate(res.schedule)
+    assert res.makespan <= res.stats["window_search"]["makespan"] <= seq.makespan
+    assert res.schedule.lower_bound == res.stats["combinatorial_bound"]
+

@@ -200,7 +200,8 @@ def modulo_schedule(inst: Instance, deadline: float | None = None,
         stop: polled between periods; True ends the scan (Ctrl-C).
 
     Cost: at most ``2 * PERIOD_STEPS`` greedy patterns (each O(actions per microbatch x
-    actions per device)) and :data:`TIMED` simulations.
+    actions per device)) and :data:`TIMED` simulations; past ``deadline`` only the best
+    estimate found so far is timed.
     """
     if applicable(inst) is not None:
         return None
@@ -220,7 +221,10 @@ def modulo_schedule(inst: Instance, deadline: float | None = None,
         tried_after += bool(found)
         period += step
     best: Schedule | None = None
-    for pat in sorted(found, key=lambda x: x.estimate(inst.m))[:TIMED]:
+    for k, pat in enumerate(sorted(found, key=lambda x: x.estimate(inst.m))[:TIMED]):
+        if k and ((deadline is not None and time.perf_counter() >= deadline)
+                  or (stop and stop())):
+            break  # the best estimate is always timed
         sch = simulate(inst, pattern_orders(inst, pat), method="modulo")
         if best is None or sch.makespan < best.makespan:
             best = sch
