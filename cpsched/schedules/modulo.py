@@ -205,7 +205,7 @@ def modulo_schedule(inst: Instance, deadline: float | None = None,
     """
     if applicable(inst) is not None:
         return None
-    limit = memory_buffers(inst)[0]
+    limit = memory_buffers(inst, ())[0]
     t0 = min_period(inst)
     step = max(1, t0 // PERIOD_STEPS)
     found: list[Pattern] = []

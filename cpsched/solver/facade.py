@@ -303,9 +303,9 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
 def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:
     """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large memory-capped model
     (:data:`MODULO_MIN_ACTIONS`), scanning periods for at most
-    :data:`MODULO_SHARE` of the time left; None otherwise."""
-    if (inst.memory_limit is None or inst.n_actions < MODULO_MIN_ACTIONS
-            or modulo.applicable(inst) is not None):
+    :data:`MODULO_SHARE` of the time left; None otherwise (also where it does not apply:
+    :func:`cpsched.schedules.modulo.applicable`)."""
+    if inst.memory_limit is None or inst.n_actions < MODULO_MIN_ACTIONS:
         return None
     until = None
     if deadline is not None:
@@ -437,10 +437,12 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
         t = time.perf_counter()
         extra = _modulo(inst, deadline, stop)
         if extra is not None:
-            shorter = inst.ticks(extra.makespan) < horizon
-            if shorter:
-                warm, hint_rows, horizon = best_warm_start(inst, {**candidates, "modulo": extra})
-            pattern = {"makespan": extra.makespan, **extra.extra, "warm_start": shorter,
+            if inst.ticks(extra.makespan) < horizon:  # then it wins if valid: check it alone
+                found = best_warm_start(inst, {"modulo": extra})
+                if found[0] == "modulo":
+                    warm, hint_rows, horizon = found
+            pattern = {"makespan": extra.makespan, **extra.extra,
+                       "warm_start": warm == "modulo",
                        "seconds": round(time.perf_counter() - t, 2)}
     if inst.overlap_forward_backward is not None:
         hint = pair_solution(inst, hint_rows)
