@@ -163,3 +163,27 @@ def test_default_workers_by_model_size() -> None:
     assert small.n_actions <= LARGE_MODEL_ACTIONS and default_workers(small) == 8
     large = make(32, 2, 256)  # 32768 actions: the 8-worker search peaked at 4.7 GB
     assert large.n_actions > LARGE_MODEL_ACTIONS and default_workers(large) == 4
+
+
+def test_warm_start_passes_over_limit_candidates_without_validating(monkeypatch) -> None:
+    # p=4 v=2 m=8 F=5 B=10, limit 6 (docs/spec.md §6): interleaved 1F1B and GPipe hold more
+    # than 6; the warm start must skip them on their peak memory alone and still pick the
+    # shortest candidate the validator accepts
+    from cpsched.solver import warm_start
+
+    inst = make(4, 2, 8, F=5, B=10, limit=6)
+    known = run_all(inst)
+    over = {n for n, s in known.items() if max(s.peak_memory) > 6}
+    assert over  # the instance has candidates over the limit
+    checked: list[float] = []
+
+    def spy(sch: Schedule, instance: Instance | None = None) -> list[str]:
+        checked.append(max(sch.peak_memory))
+        return validate(sch, instance)
+
+    monkeypatch.setattr(warm_start, "validated", spy)
+    name, rows, horizon = warm_start.best_warm_start(inst, known)
+    assert checked and max(checked) <= 6
+    valid = [s for s in known.values() if not validate(s)]
+    assert horizon == min(inst.ticks(s.makespan) for s in valid)
+    assert name not in over
