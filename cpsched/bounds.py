@@ -11,7 +11,8 @@ pipeline fills and drains, and these bounds count that idle time:
   while the last forward's tail must still run.  Idle time in both windows adds to the work.
 * :func:`area_bound` (docs/modelling.md §11): memory–time area.  Each microbatch holds
   ``a_s`` from the start of ``F(s)`` to its release, at least the round trip ``RT_s``; the
-  area ``m * sum_s a_s RT_s`` fits under ``limit * (C - head - tail)``.
+  area ``m * sum_s a_s RT_s`` fits under ``limit`` between the first forward and the last
+  release, and under the ramps near both ends: forwards, and releases, run one at a time.
 
 * :func:`pair_fill_drain_bound` (docs/modelling.md §16.1): the same windows with overlapped
   F&B pairs.  No pair can run before a device's first backward is available nor after its last
@@ -155,34 +156,118 @@ def fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None, *,
 
 def area_bound(inst: Instance, g: nx.DiGraph | None = None, *,
                ht: HeadsTails | None = None) -> int:
-    """Memory–time area bound (ticks, docs/modelling.md §11): for each device d,
-    ``C >= head_d + tail_d + sum_i sum_{s on d} a_s * RT_s / limit`` with ``RT_s`` the
-    shortest time from the start of ``F(s, i)`` to the end of its releases (weighted by the
-    fraction each frees).  0 without a limit or with an overlap cost.  ``ht``: the graph's
-    :func:`heads_and_tails` when the caller has them."""
+    """Memory–time area bound with fill and drain ramps (ticks, docs/modelling.md §11).
+
+    For each device d: every buffer (a stage's activation of one microbatch, docs/spec.md §1
+    memory rule) is held at least its round trip ``RT_s`` — the shortest time from the start
+    of ``F(s, i)`` to the end of its releases, weighted by the fraction each frees — so the
+    held memory integrates to at least ``A = sum_i sum_{s on d} a_s * RT_s``.  It is held in
+    ``[t0, C - tau]`` (``t0`` the smallest head of d's forwards, ``tau`` the smallest tail of
+    its backward actions), at most the limit there, and near both ends less:
+    :func:`area_span` finds the shortest window ``D`` whose ramps still give ``A``, and
+    ``C >= t0 + tau + D``.  0 without a limit or with an overlap cost.  ``ht``: the graph's
+    :func:`heads_and_tails` when the caller has them.
+    """
     limit = inst.memory_limit
     if limit is None or limit <= 0 or inst.overlap_forward_backward is not None:
         return 0
     g = build_task_graph(inst) if g is None else g
     head, tail = heads_and_tails(g) if ht is None else ht
     dev = nx.get_node_attributes(g, "device")
+    dur = nx.get_node_attributes(g, "duration")
     # dependencies stay inside a microbatch, and every microbatch of one direction has the
     # same chain: compute the round trips once per direction
     reps = sorted({0, inst.m // 2} if inst.placement == "bidirectional" else {0})
     rt = {i: _round_trips(inst, g, i) for i in reps}
     area: dict[int, float] = {}
-    for a in g:
-        if a.kind == Kind.F:
-            rep = reps[-1] if a.microbatch >= reps[-1] else reps[0]
-            area[dev[a]] = area.get(dev[a], 0.0) + inst.activation[a.stage] * rt[rep][a.stage]
-    first: dict[int, int] = {}  # per device: smallest head and smallest tail
-    last: dict[int, int] = {}
+    ramps: dict[int, _Ramps] = {}
     for a in g:
         d = dev[a]
-        first[d] = min(first.get(d, head[a]), head[a])
-        last[d] = min(last.get(d, tail[a]), tail[a])
-    return max((math.ceil(first[d] + last[d] + total / limit - _EPS)
-                for d, total in area.items()), default=0)
+        r = ramps.setdefault(d, _Ramps())
+        if a.kind == Kind.F:
+            rep = reps[-1] if a.microbatch >= reps[-1] else reps[0]
+            area[d] = area.get(d, 0.0) + inst.activation[a.stage] * rt[rep][a.stage]
+            r.add_forward(head[a], dur[a], inst.activation[a.stage])
+        else:
+            r.add_backward(tail[a], _release_ticks(inst, a, dur[a]))
+    return max((r.t0 + r.tau + area_span(total, limit, r.amount, r.forward, r.release)
+                for d, total in area.items() if (r := ramps[d]).amount > 0), default=0)
+
+
+@dataclass
+class _Ramps:
+    """Per device: smallest forward head ``t0``, smallest backward tail ``tau``, largest
+    activation ``amount``, shortest forward and shortest release (ticks)."""
+
+    t0: int = 2**62
+    tau: int = 2**62
+    amount: float = 0.0
+    forward: int = 2**62
+    release: int = 2**62
+
+    def add_forward(self, head: int, duration: int, amount: float) -> None:
+        self.t0, self.forward = min(self.t0, head), min(self.forward, duration)
+        self.amount = max(self.amount, amount)
+
+    def add_backward(self, tail: int, release: int | None) -> None:
+        self.tau = min(self.tau, tail)
+        if release is not None:
+            self.release = min(self.release, release)
+
+
+def _release_ticks(inst: Instance, a: Action, duration: int) -> int | None:
+    """Shortest duration (ticks) of an action that can free ``a``'s stage's memory in
+    ``a``'s place: ``B``; ``I`` when it frees a share (``r > 0``); ``W`` when it does
+    (``r < 1``); with split backward also a fused ``B``, which lasts ``I + W``, at least
+    either.  None: ``a`` frees nothing."""
+    if a.kind == Kind.I and inst.released_by_input <= 0:
+        return None
+    if a.kind == Kind.W and inst.released_by_input >= 1:
+        return None
+    return duration
+
+
+def area_span(area: float, limit: float, amount: float, forward: int, release: int) -> int:
+    """The shortest window ``D`` (integer ticks) in which a device can hold ``area``
+    (memory x ticks), docs/modelling.md §11.
+
+    At ``u`` ticks after the first forward starts at most ``1 + u / forward`` forwards have
+    started (they run one at a time), and ``u`` ticks before the last release ends at most
+    ``1 + u / release`` releases are still to end; each holds or frees at most ``amount``.
+    So the memory held at ``u`` in a window of length ``D`` is at most
+    ``h(u) = min(limit, amount * (1 + u / forward), amount * (1 + (D - u) / release))``, and
+    the result is the smallest ``D`` with ``integral_0^D h >= area`` (``h`` is piecewise
+    linear: exact trapezoids).  At least ``area / limit``, the plain area bound.
+    """
+    if area <= 0:
+        return 0
+    target = area * (1 - 1e-9) - _EPS  # float noise may only weaken the bound
+    lo = max(0, math.floor(area / limit) - 1)
+    hi = math.ceil(area / limit + (forward + release) * (limit / amount + 1)) + 1
+    while lo < hi:  # smallest D with _held_integral(D) >= target (monotone in D)
+        mid = (lo + hi) // 2
+        if _held_integral(mid, limit, amount, forward, release) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _held_integral(D: int, limit: float, amount: float, forward: int, release: int) -> float:
+    """``integral_0^D h(u) du`` of :func:`area_span` (trapezoids between the kinks); a
+    zero-length forward or release puts no ramp on its side."""
+
+    def ramp(x: float, step: int) -> float:
+        return amount * (1 + x / step) if step > 0 else math.inf
+
+    def h(u: float) -> float:
+        return min(limit, ramp(u, forward), ramp(D - u, release))
+
+    full = limit / amount - 1  # steps until a ramp reaches the limit
+    kinks = {0.0, float(D), forward * full, D - release * full,
+             D * forward / (forward + release) if forward + release > 0 else 0.0}
+    pts = sorted(x for x in kinks if 0 <= x <= D)
+    return sum((b - a) * (h(a) + h(b)) / 2 for a, b in zip(pts, pts[1:], strict=False))
 
 
 def _round_trips(inst: Instance, g: nx.DiGraph, i: int) -> dict[int, float]:

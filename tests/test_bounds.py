@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 from conftest import INSTANCES, make
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 from test_solver_overlap import TINY, brute_force, overlap_instances
 
 from cpsched.bounds import (
     area_bound,
+    area_span,
     fill_drain_bound,
     fractional_knapsack,
     pair_fill_drain_bound,
@@ -82,6 +83,30 @@ def test_no_limit_is_plain_device_bound() -> None:
     assert area_bound(inst) == 0
 
 
+def test_area_span_by_hand() -> None:
+    # area 8 under limit 4, each forward/release 1 long and holding/freeing 1: in a window D
+    # the held memory is at most h(u) = min(4, 1 + u, 1 + D - u).  D = 4: the ramps meet at
+    # u = 2 (h = 3), integral 2 * (1 + 3) / 2 * 2 = 8 = the area; D = 3: 2 * (1 + 2.5) / 2
+    # * 1.5 = 5.25 < 8.  Without ramps (zero-length actions) 8 / 4 = 2
+    assert area_span(8, 4, 1, 1, 1) == 4
+    assert area_span(8, 4, 1, 0, 0) == 2
+    # a long window: both ramps reach the limit (3 ticks each, losing 4.5 of area each)
+    # and D = (area + 9) / limit: area 91 -> D = 25
+    assert area_span(91, 4, 1, 1, 1) == 25
+    assert area_span(0, 4, 1, 1, 1) == 0
+
+
+def test_area_bound_ramps_on_the_memory_starved_scale_instance() -> None:
+    # p=32 v=4 m=64 split, profiled, limit 8 (a quarter of 1F1B's): the area bound binds.
+    # Without the ramps: t0 + tau + A / L = 1308.624.  Forwards of 1 holding 0.25 fill the
+    # limit in 31: area lost 8 * 31 - 0.25 * (31 + 31**2 / 2) = 120.125; weight gradients
+    # of 0.65 drain it, losing 0.65 times that; both over the limit 8
+    inst = load_instance(INSTANCES / "scale" / "p32-loop-v4-m64-lim8-profiled.toml")
+    lost = 8 * 31 - 0.25 * (31 + 31**2 / 2)
+    assert inst.from_ticks(area_bound(inst)) == pytest.approx(
+        1308.624 + (lost + 0.65 * lost) / 8, abs=0.002)
+
+
 @st.composite
 def limited_instances(draw) -> Instance:
     placement = draw(st.sampled_from(["loop", "loop", "v", "bidirectional"]))
@@ -111,6 +136,36 @@ def test_memory_bounds_never_exceed_a_proven_optimum(inst: Instance) -> None:
         return
     assert fill_drain_bound(inst)[0] <= opt
     assert area_bound(inst) <= opt
+
+
+@st.composite
+def starved_instances(draw) -> Instance:
+    """Larger instances with tight limits and zero-cost actions allowed: where the area
+    bound's ramps bind, and where a zero-length forward or release removes a ramp."""
+    placement = draw(st.sampled_from(["loop", "v", "bidirectional"]))
+    p = draw(st.integers(1, 3)) * 2 if placement == "bidirectional" else draw(st.integers(2, 6))
+    v = 2 if placement == "v" else (1 if placement == "bidirectional" else draw(st.integers(1, 3)))
+    m = 2 * draw(st.integers(1, 6)) if placement == "bidirectional" else draw(st.integers(2, 12))
+    split = draw(st.booleans())
+    cost = st.sampled_from([0, 0.5, 1, 2, 3])
+    inst = make(p, v, m, F=draw(cost), B=draw(cost) + 1, I=draw(cost) + 0.5 if split else None,
+                W=draw(cost) if split else None, placement=placement,
+                latency=draw(st.sampled_from([0, 0.25])),
+                activation=draw(st.sampled_from([0.25, 0.5, 1])),
+                released_by_input=draw(st.sampled_from([0.0, 0.5, 1.0])) if split else 0.0)
+    return inst.with_memory_limit(inst.min_memory_limit() + draw(st.sampled_from([0, 0.5, 2])))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(starved_instances())
+def test_area_bound_never_exceeds_a_valid_schedule(inst: Instance) -> None:
+    # every valid known schedule, and the list scheduler's, is a feasible point: the bound
+    # (docs/modelling.md §11, with its ramps) may not exceed any of them
+    bound = area_bound(inst)
+    valid = [s for s in run_all(inst).values() if not validate(s)]
+    assume(valid)  # at the smallest limit no known schedule may fit
+    assert all(bound <= inst.ticks(s.makespan) for s in valid)
 
 
 # ---------------------------------------------------------------- pair fill/drain (§16.1)
