@@ -301,11 +301,13 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
 
 
 def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:
-    """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large memory-capped model
-    (:data:`MODULO_MIN_ACTIONS`), scanning periods for at most
-    :data:`MODULO_SHARE` of the time left; None otherwise (also where it does not apply:
-    :func:`cpsched.schedules.modulo.applicable`)."""
-    if inst.memory_limit is None or inst.n_actions < MODULO_MIN_ACTIONS:
+    """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large model
+    (:data:`MODULO_MIN_ACTIONS`), scanning periods for at most :data:`MODULO_SHARE` of the
+    time left; None otherwise (also where it does not apply:
+    :func:`cpsched.schedules.modulo.applicable`).  Without a memory limit it matters where
+    no registered schedule fits the instance well, e.g. bidirectional placement with a
+    fused backward, where only the sequential schedule applies."""
+    if inst.n_actions < MODULO_MIN_ACTIONS:
         return None
     until = None
     if deadline is not None:
