@@ -13,6 +13,7 @@ from cpsched.actions import Action, Kind
 from cpsched.graph import memory_buffers
 from cpsched.instance import Instance, load_instance
 from cpsched.rules import default_kinds, dependencies, duration
+from cpsched.schedules import run_all
 from cpsched.schedules.modulo import (
     Pattern,
     applicable,
@@ -134,11 +135,28 @@ def test_memory_bound_instance_beats_list() -> None:
     assert max(sch.peak_memory) <= 24 and sch.makespan == 2475  # list: 2515
 
 
-def test_where_it_does_not_apply() -> None:
+def test_it_applies_everywhere() -> None:
     assert applicable(make(4, 1, 8, placement="bidirectional")) is None
-    assert "overlap" in str(applicable(make(4, 1, 8, overlap=12)))
+    assert applicable(make(4, 1, 8, overlap=12)) is None
     assert applicable(make(4, 2, 8, placement="v", I=1, W=1, limit=3)) is None
-    assert modulo_schedule(make(4, 1, 8, overlap=12)) is None
+
+
+def test_dualpipe_instance_over_its_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # DualPipe's instance shape (bidirectional, split, overlapped pair 2.5) with limit 4:
+    # DualPipe itself holds 5, so before this pattern the only valid start was the
+    # sequential schedule (141).  The pattern runs every action alone (pairs are optional):
+    # period 6 = both directions' F + I + W on a device, 54, valid
+    inst = make(4, 1, 16, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=4)
+    known = run_all(inst)
+    assert validate(known["dualpipe"]) and max(known["dualpipe"].peak_memory) == 5
+    own = modulo_schedule(inst)
+    assert own is not None and validate(own) == [] and own.makespan == 54
+    assert own.extra["period"] == own.extra["min_period"] == 6
+    monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10)
+    res = solve(inst, time_limit=None, workers=1, candidates=known,
+                parameters={"max_deterministic_time": 0.5})
+    assert res.schedule is not None and not validate(res.schedule)
+    assert res.schedule.extra["warm_start"] == "modulo" and res.makespan <= 54
 
 
 def test_a_stop_ends_the_scan() -> None:

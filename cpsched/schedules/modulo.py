@@ -209,9 +209,10 @@ def pattern_orders(inst: Instance, pattern: Pattern) -> list[list[Action]]:
 
 
 def applicable(inst: Instance) -> str | None:
-    """None when :func:`modulo_schedule` applies, else why not (field, value, requirement)."""
-    if inst.overlap_forward_backward is not None:
-        return "costs.overlap_forward_backward is set: needs no overlapped pairs"
+    """None when :func:`modulo_schedule` applies, else why not (field, value, requirement):
+    always None since session 6.  With an overlap cost the pattern runs every action alone
+    (pairs are allowed, never required: docs/spec.md §1), which is what a DualPipe instance
+    needs when DualPipe's own memory is over the limit and no other schedule applies."""
     return None
 
 
