@@ -115,10 +115,30 @@ def test_stops_at_once_when_asked_or_at_the_bound() -> None:
     assert stats.windows == 0
 
 
-def test_overlap_instances_are_refused() -> None:
-    inst = make(4, 1, 8, overlap=12)
-    with pytest.raises(ValueError, match="overlapped"):
-        _improve(inst, sequential_schedule(inst))
+def test_with_an_overlap_cost_every_action_stays_alone() -> None:
+    # DualPipe's shape (bidirectional, split, pair 2.5) under limit 4: from the sequential
+    # schedule the search finds a shorter valid schedule, and it forms no pair
+    inst = make(4, 1, 16, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=4)
+    seq = sequential_schedule(inst)
+    starts, stats = _improve(inst, seq, deterministic_time=5.0)
+    sch = _as_schedule(inst, starts)
+    assert validate(sch) == [] and all(a.overlap is None for a in sch.actions)
+    assert inst.ticks(sch.makespan) == stats.makespan < inst.ticks(seq.makespan)
+
+
+def test_solve_searches_a_pair_free_start_with_an_overlap_cost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the same instance, where DualPipe (peak 5) is over the limit: the warm start is the
+    # modulo pattern (54), the window search runs on it, and the full model may add pairs
+    inst = make(4, 1, 16, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=4)
+    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+    monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10)
+    res = solve(inst, time_limit=None, workers=1, candidates=run_all(inst),
+                parameters={"max_deterministic_time": 1.0})
+    assert res.schedule is not None and validate(res.schedule) == []
+    assert res.schedule.extra["warm_start"] == "modulo"
+    ws = res.stats["window_search"]
+    assert ws is not None and ws["windows"] >= 1 and res.makespan <= ws["makespan"] <= 54
 
 
 def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:

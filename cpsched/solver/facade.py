@@ -30,7 +30,7 @@ from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
 from cpsched.schedules import modulo
 from cpsched.solver import isolated, lns
-from cpsched.solver.overlap import pair_solution
+from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel, timed_schedule
 from cpsched.solver.progress import Progress, ProgressCallback
 from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound, relaxed_devices
@@ -246,8 +246,9 @@ def _without_model(inst: Instance, g: Any, hint: Mapping[Any, int], lb: int, hor
     """The window search's best schedule, validated, when the model is not built (Ctrl-C in
     the window search, or too little time left for it)."""
     # the window search ran: no pairs, so the starts and the graph give the schedule
+    starts = hint.start if isinstance(hint, PairSolution) else hint
     schedule = timed_schedule(inst, nx.get_node_attributes(g, "device"),
-                              nx.get_node_attributes(g, "duration"), hint, "cpsat")
+                              nx.get_node_attributes(g, "duration"), starts, "cpsat")
     _certify(schedule, min(lb, horizon), t0, warm, start_horizon, message)
     return Result(schedule, schedule.solve_seconds, warm, "UNKNOWN", message=message, stats={
         "window_search": _window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb),
@@ -280,10 +281,12 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
                    deadline: float | None, seed: int, parameters: Mapping[str, Any] | None,
                    cb: Progress, stop: _TrackedStop) -> tuple[Any, int, lns.LnsStats | None]:
     """The warm start shortened by the window search (docs/modelling.md §17) when the model
-    is large (:data:`cpsched.solver.lns.MIN_ACTIONS`), has no overlapped pairs and a gap is
-    open: ``(hint, horizon, stats)``; unchanged (stats None) otherwise."""
-    if (inst.overlap_forward_backward is not None or inst.n_actions < lns.MIN_ACTIONS
-            or lb >= horizon):
+    is large (:data:`cpsched.solver.lns.MIN_ACTIONS`), the warm start has no overlapped
+    pairs (with an overlap cost: a pair-free start, e.g. the modulo pattern's, stays
+    pair-free) and a gap is open: ``(hint, horizon, stats)``; unchanged (stats None)
+    otherwise."""
+    paired = isinstance(hint, PairSolution)  # the overlap model's terms
+    if (paired and hint.pairs) or inst.n_actions < lns.MIN_ACTIONS or lb >= horizon:
         return hint, horizon, None
     budget = WINDOW_DETERMINISTIC_TIME
     if parameters and "max_deterministic_time" in parameters:
@@ -292,11 +295,16 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     if deadline is not None:
         until = time.perf_counter() + WINDOW_SHARE * (deadline - time.perf_counter())
         budget = math.inf
-    starts, stats = lns.improve(inst, g, hint, deadline=until, deterministic_time=budget,
-                                seed=seed, lower=lb, stop=lambda: stop.requested,
-                                on_improve=cb.improved, on_solver=stop.give)
+    starts, stats = lns.improve(inst, g, hint.start if paired else hint, deadline=until,
+                                deterministic_time=budget, seed=seed, lower=lb,
+                                stop=lambda: stop.requested, on_improve=cb.improved,
+                                on_solver=stop.give)
     if stats.makespan >= horizon:
         return hint, horizon, stats
+    if paired:
+        dur = nx.get_node_attributes(g, "duration")
+        return (PairSolution(starts, {a: t + dur[a] for a, t in starts.items()}, []),
+                stats.makespan, stats)
     return starts, stats.makespan, stats
 
 

@@ -263,8 +263,7 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
     """Shorten a valid schedule by re-scheduling one time window at a time (module docstring).
 
     Args:
-        inst, g: the instance (no overlapped pairs) and its task graph
-            (:func:`cpsched.graph.build_task_graph`).
+        inst, g: the instance and its task graph (:func:`cpsched.graph.build_task_graph`).
         starts: a valid schedule ``{action: start tick}`` over the graph's actions, fitting
             the model's integer memory units (the warm start does).
         deadline: ``time.perf_counter()`` value to stop by (None: only the deterministic
@@ -281,11 +280,9 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
         ``(starts, stats)``: the best schedule found — never longer than ``starts`` — as
         ASAP start ticks, and :class:`LnsStats`.
 
-    Raises:
-        ValueError: the instance has an overlap cost (pairs are not modelled here).
+    With an overlap cost the search does not form pairs: ``starts`` must have none, and every
+    action keeps running alone (valid: pairs are allowed, never required, docs/spec.md §1).
     """
-    if inst.overlap_forward_backward is not None:
-        raise ValueError("the window search does not model overlapped F&B pairs")
     t_begin = time.perf_counter()
     pb = _Problem(inst, g)
     inc = _Incumbent(pb, _orders_from_starts(pb, starts))
