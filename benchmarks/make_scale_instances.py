@@ -93,6 +93,12 @@ def main() -> None:
           "device's activation (a quarter of 1F1B's 32; interleaved 1F1B needs 39.75)",
           {"devices": 32, "stages_per_device": 4, "microbatches": 64, "split_backward": True},
           profiled(128, True), {"activation": 0.25, "limit": 8})
+    write("p16-dualpipe-m64-lim10-profiled", "DualPipe's shape under a memory cap: "
+          "bidirectional, 64 microbatches, split backward, profiled uneven costs, overlapped "
+          "F&B pair 2.6, limit 10 microbatches' activations (DualPipe itself holds 17)",
+          {"devices": 16, "microbatches": 64, "placement": "bidirectional",
+           "split_backward": True},
+          profiled(16, True) | {"overlap_forward_backward": 2.6}, {"limit": 10})
 
 
 if __name__ == "__main__":
