@@ -256,7 +256,7 @@ def test_scale_instances_round_trip_with_one_line_lists(path: Path, tmp_path: Pa
     out.write_text(text)
     assert load_instance(out) == inst
     for t in (text, path.read_text(encoding="utf-8")):
-        assert len(t.splitlines()) <= 20
+        assert len(t.splitlines()) <= 24  # every section and field: 21 lines at most
         assert not [line for line in t.splitlines() if line.rstrip().endswith("[")]
     if isinstance(inst.costs.forward, list):  # the profiled ones: S floats on one line
         line = next(x for x in text.splitlines() if x.startswith("forward = "))
