@@ -29,10 +29,11 @@ def _relax_all(inst: Instance, upper: int) -> list[int]:
 
 
 def test_relaxation_proves_what_the_other_bounds_miss(monkeypatch: pytest.MonkeyPatch) -> None:
-    # p=3 v=2 m=12, F=5 B=10, limit 3: the combinatorial bound is 540; the full model proves
-    # 585 optimal; device 0's relaxation alone gives the same 585
+    # p=3 v=2 m=12, F=5 B=10, limit 3: the combinatorial bound is 550 (the area bound with
+    # its ramps; 540 without them); the full model proves 585 optimal; device 0's relaxation
+    # alone gives the same 585
     inst = make(3, 2, 12, limit=3)
-    assert facade.combinatorial_bound(inst) == 540
+    assert facade.combinatorial_bound(inst) == 550
     full = _without_relaxation(monkeypatch, inst)
     assert full.status == "OPTIMAL" and full.makespan == 585
     lb, g, ht = facade._bounds(inst)  # noqa: SLF001
@@ -41,8 +42,8 @@ def test_relaxation_proves_what_the_other_bounds_miss(monkeypatch: pytest.Monkey
 
 
 def test_solve_reports_the_relaxation_it_used() -> None:
-    inst = make(4, 2, 8, limit=4)  # combinatorial 360, optimum 435 (relaxation: 435)
-    assert facade.combinatorial_bound(inst) == 360
+    inst = make(4, 2, 8, limit=4)  # combinatorial 377 (360 before the area bound's ramps),
+    assert facade.combinatorial_bound(inst) == 377  # optimum 435 (relaxation: 435)
     # a search too short to prove anything: the bound comes from the relaxation
     res = solve(inst, time_limit=None, workers=1, parameters={"max_number_of_conflicts": 10})
     assert res.lower_bound == 435 and res.makespan >= 435

@@ -240,11 +240,12 @@ def _no_time_for_model(inst: Instance, deadline: float | None) -> bool:
         deadline - time.perf_counter() < MODEL_SECONDS_PER_ACTION * inst.n_actions)
 
 
-def _without_model(inst: Instance, g: Any, hint: Mapping[Any, int], lb: int, horizon: int,
+def _without_model(inst: Instance, g: Any, hint: Any, lb: int, horizon: int,
                    t0: float, warm: str, start_horizon: int, windows: lns.LnsStats,
                    pattern: dict[str, Any] | None, message: str) -> Result:
     """The window search's best schedule, validated, when the model is not built (Ctrl-C in
-    the window search, or too little time left for it)."""
+    the window search, or too little time left for it); ``hint`` is ``{action: start}`` or,
+    with an overlap cost, a pair-free :class:`PairSolution`."""
     # the window search ran: no pairs, so the starts and the graph give the schedule
     starts = hint.start if isinstance(hint, PairSolution) else hint
     schedule = timed_schedule(inst, nx.get_node_attributes(g, "device"),
