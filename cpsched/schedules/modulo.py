@@ -27,7 +27,7 @@ With bidirectional placement (DualPipe's) a pattern places one microbatch of eac
 (:func:`representatives`): microbatch ``m/2 + i`` runs at ``i * T`` plus its direction's
 offsets.  No registered schedule applies there with a fused backward, and none is
 memory-aware: p = 16 m = 48 F = 1 B = 2 limit 20 went from the sequential schedule's 2289 to
-206 (pattern) and 174 after the window search.
+187 (pattern) and 170 after the window search.
 """
 
 from __future__ import annotations
