@@ -16,7 +16,6 @@ from cpsched.rules import default_kinds, dependencies, duration
 from cpsched.schedules import run_all
 from cpsched.schedules.modulo import (
     Pattern,
-    applicable,
     min_period,
     modulo_schedule,
     pattern_orders,
@@ -136,9 +135,13 @@ def test_memory_bound_instance_beats_list() -> None:
 
 
 def test_it_applies_everywhere() -> None:
-    assert applicable(make(4, 1, 8, placement="bidirectional")) is None
-    assert applicable(make(4, 1, 8, overlap=12)) is None
-    assert applicable(make(4, 2, 8, placement="v", I=1, W=1, limit=3)) is None
+    # bidirectional, an overlap cost, V with a limit; at limit 3 no pattern of the scan fits
+    # that V instance, and the answer is None
+    assert modulo_schedule(make(4, 2, 8, placement="v", I=1, W=1, limit=3)) is None
+    for inst in (make(4, 1, 8, placement="bidirectional"), make(4, 1, 8, overlap=12),
+                 make(4, 2, 8, placement="v", I=1, W=1, limit=4)):
+        sch = modulo_schedule(inst)
+        assert sch is not None and validate(sch) == []
 
 
 def test_dualpipe_instance_over_its_memory(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -216,31 +216,22 @@ def pattern_orders(inst: Instance, pattern: Pattern) -> list[list[Action]]:
     return [[a for _, a in sorted(k)] for k in keyed]
 
 
-def applicable(inst: Instance) -> str | None:
-    """None when :func:`modulo_schedule` applies, else why not (field, value, requirement):
-    always None since session 6.  With an overlap cost the pattern runs every action alone
-    (pairs are allowed, never required: docs/spec.md §1), which is what a DualPipe instance
-    needs when DualPipe's own memory is over the limit and no other schedule applies."""
-    return None
-
-
 def modulo_schedule(inst: Instance, deadline: float | None = None,
                     stop: Callable[[], bool] | None = None) -> Schedule | None:
     """The best timed modulo schedule whose pattern fits the memory limit (module
     docstring), method ``"modulo"``, its ``extra`` giving the pattern's ``period`` and the
-    scan's start ``min_period`` (time units); None when none is found or it does not apply.
+    scan's start ``min_period`` (time units); None when none is found.  It applies to every
+    instance: with an overlap cost the pattern runs every action alone (pairs are allowed,
+    never required: docs/spec.md §1).
 
     Args:
         deadline: a ``time.perf_counter()`` value; the period scan stops there.
         stop: polled between periods; True ends the scan (Ctrl-C).
 
     Cost: at most ``2 * PERIOD_STEPS`` periods of 2 greedy patterns (4 with bidirectional
-    placement: both chain orders), each O(actions per microbatch x
-    actions per device)) and :data:`TIMED` simulations; past ``deadline`` only the best
-    estimate found so far is timed.
+    placement: both chain orders), each O(actions per microbatch x actions per device), and
+    :data:`TIMED` simulations; past ``deadline`` only the best estimate found so far is timed.
     """
-    if applicable(inst) is not None:
-        return None
     limit = memory_buffers(inst, ())[0]
     t0 = min_period(inst)
     variants = [(w, il) for w in (True, False)
@@ -271,5 +262,5 @@ def modulo_schedule(inst: Instance, deadline: float | None = None,
     return best
 
 
-__all__ = ["Pattern", "applicable", "device_work", "min_period", "modulo_schedule",
+__all__ = ["Pattern", "device_work", "min_period", "modulo_schedule",
            "pattern_orders", "pattern_peak", "place_pattern"]

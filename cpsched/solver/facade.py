@@ -312,8 +312,7 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
 def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:
     """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large model
     (:data:`MODULO_MIN_ACTIONS`), scanning periods for at most :data:`MODULO_SHARE` of the
-    time left; None otherwise (also where it does not apply:
-    :func:`cpsched.schedules.modulo.applicable`).  Without a memory limit it matters where
+    time left; None otherwise.  Without a memory limit it matters where
     no registered schedule fits the instance well, e.g. bidirectional placement with a
     fused backward, where only the sequential schedule applies."""
     if inst.n_actions < MODULO_MIN_ACTIONS:
