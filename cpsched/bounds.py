@@ -8,7 +8,8 @@ pipeline fills and drains, and these bounds count that idle time:
   device can start, only forwards run there and none of their memory is freed, so the
   forward work done then is at most what fits in the limit; after the device's last forward,
   only backward work of microbatches still held remains, at most what fits in the limit,
-  while the last forward's tail must still run.  Idle time in both windows adds to the work.
+  while the last forward's tail must still run.  An action reaches only the part of a window
+  its head (tail) allows (:func:`window_idle`).  Idle time in both windows adds to the work.
 * :func:`area_bound` (docs/modelling.md §11): memory–time area.  Each microbatch holds
   ``a_s`` from the start of ``F(s)`` to its release, at least the round trip ``RT_s``; the
   area ``m * sum_s a_s RT_s`` fits under ``limit`` between the first forward and the last
@@ -27,11 +28,13 @@ schedule with or without pairs.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 
 import networkx as nx
+from ortools.linear_solver import pywraplp
 
 from cpsched.actions import Action, Kind
 from cpsched.core import HeadsTails, heads_and_tails
@@ -84,6 +87,72 @@ def fractional_knapsack(items: Iterable[tuple[float, float, int]], capacity: flo
     return total
 
 
+@dataclass(frozen=True)
+class _WindowItem:
+    """``copies`` alike pieces of work that may fall in a window (:func:`window_idle`):
+    ``parts`` ``(ticks, reach)``, each an action of ``ticks`` that cannot use ``reach`` ticks
+    at one end of the window (it starts that late at the earliest, or must end that early);
+    ``weight`` the memory each copy holds; ``key`` the group whose copies share a cap."""
+
+    parts: tuple[tuple[int, int], ...]
+    weight: float
+    copies: int
+    key: int
+
+
+def window_idle(items: list[_WindowItem], limit: float, shortest: int,
+                caps: Mapping[int, int] | None = None) -> float:
+    """Least idle time (ticks) in a window of one device, at least ``shortest`` ticks long,
+    whose work is copies of ``items`` all held at once within ``limit`` (docs/modelling.md §16).
+
+    For a window of length ``Y``, an item can be in it only if every part's reach is at most
+    ``Y``; its copies ``x_j`` (fractions allowed, ``x_j <= copies``, ``sum x_j <= caps[key]``)
+    satisfy ``sum_j weight_j x_j <= limit`` and, for every reach ``r`` (0 included),
+    ``sum of the parts with reach >= r <= Y - r``: the actions run one at a time, in the part
+    of the window they can reach.  Between two consecutive reaches the usable items are fixed,
+    and a linear program (GLOP) minimises ``Y - work``; the smallest over all such ranges is a
+    lower bound (every schedule's window is a feasible point of one of them).  Ranges start
+    past ``fractional_knapsack`` + the best so far are skipped: the work never exceeds that
+    knapsack.  A small margin covers the solver's tolerances.  0.0 for ``shortest <= 0``.
+    """
+    if shortest <= 0 or not items:
+        return float(max(shortest, 0))
+    top = fractional_knapsack([(sum(t for t, _ in it.parts), it.weight, it.copies)
+                               for it in items], limit)
+    reach = [max(r for _, r in it.parts) for it in items]
+    starts = sorted({shortest} | {r for r in reach if r > shortest})
+    best = math.inf
+    for k, lo in enumerate(starts):
+        if lo - top >= best:
+            break
+        hi = starts[k + 1] if k + 1 < len(starts) else None
+        usable = [it for it, r in zip(items, reach, strict=True) if r <= lo]
+        best = min(best, _window_lp(usable, limit, lo, hi, caps or {}))
+    return max(0.0, best - 1e-6 * best - 1e-3)
+
+
+def _window_lp(items: list[_WindowItem], limit: float, lo: int, hi: int | None,
+               caps: Mapping[int, int]) -> float:
+    """``min (Y - work)`` over windows ``lo <= Y <= hi`` using ``items`` (:func:`window_idle`)."""
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    y = lp.NumVar(lo, lp.infinity() if hi is None else hi, "Y")
+    x = [lp.NumVar(0, it.copies, "") for it in items]
+    pairs = list(zip(items, x, strict=True))
+    if any(it.weight > 0 for it in items):
+        lp.Add(lp.Sum([it.weight * v for it, v in pairs if it.weight > 0]) <= limit)
+    for key, cap in caps.items():
+        if any(it.key == key for it in items):
+            lp.Add(lp.Sum([v for it, v in pairs if it.key == key]) <= cap)
+    for r in sorted({r for it in items for t, r in it.parts if t > 0} | {0}):
+        terms = [t * v for it, v in pairs for t, rr in it.parts if t > 0 and rr >= r]
+        if terms:
+            lp.Add(lp.Sum(terms) <= y - r)
+    lp.Minimize(y - lp.Sum([sum(t for t, _ in it.parts) * v for it, v in pairs]))
+    if lp.Solve() != pywraplp.Solver.OPTIMAL:
+        return 0.0  # never expected (x = 0, Y = lo is feasible); 0 idle is always sound
+    return lp.Objective().Value()
+
+
 def _held(inst: Instance, a: Action) -> float:
     """Memory a (stage, microbatch) still holds while ``a`` (a backward action) is pending:
     everything before its ``I``/``B``, the part ``W`` releases afterwards."""
@@ -100,28 +169,24 @@ def _device_bound(inst: Instance, d: int, nodes: list[Action], dur: Mapping[Acti
     bwd = [a for a in nodes if a.kind != Kind.F]
     if not fwd or not bwd:
         return DeviceMemoryBound(d, t0 + work, t0, work, 0.0, 0.0)
-    # fill: before sigma only forwards run, and nothing is released before sigma
+    # fill: before the first backward starts (at least sigma) only forwards run and nothing
+    # is released; a forward cannot start before its head
     sigma = min(head[a] for a in bwd)
-    early: dict[int, list[int]] = {}
-    for a in fwd:
-        if head[a] < sigma:
-            early.setdefault(a.stage, []).append(dur[a])
-    fill_items = [(max(ds), inst.activation[s], len(ds)) for s, ds in early.items()]
-    busy_fill = min(sigma - t0, fractional_knapsack(fill_items, limit) + _EPS)
-    idle_fill = max(0.0, sigma - t0 - busy_fill)
-    # drain: after the last forward only backward work of held microbatches remains
+    early = Counter((a.stage, dur[a], head[a] - t0) for a in fwd)
+    idle_fill = window_idle([_WindowItem(((ticks, reach),), inst.activation[s], n, s)
+                             for (s, ticks, reach), n in early.items()], limit, sigma - t0)
+    # drain: after the last forward (>= tau before the end) only backward work of microbatches
+    # held then remains; an action must end at least its tail before the end
     tau = min(tail[a] for a in fwd)
-    per_kind: dict[tuple[Kind, int], list[int]] = {}
+    units: Counter[tuple[Kind, int, int, int, int, int]] = Counter()
     for a in bwd:
-        per_kind.setdefault((a.kind, a.stage), []).append(dur[a])
-    drain_items = []
-    for (kind, s), ds in per_kind.items():
-        w = inst.backward_weight[s] if kind == Kind.I else 0.0
-        # an I's unit still owes its W: count both under the I's weight
-        extra = inst.ticks(w) if kind == Kind.I else 0
-        drain_items.append((max(ds) + extra, _held(inst, Action(kind, s, 0)), len(ds)))
-    busy_drain = min(float(tau), fractional_knapsack(drain_items, limit) + _EPS)
-    idle_drain = max(0.0, tau - busy_drain)
+        w = Action(Kind.W, a.stage, a.microbatch)
+        owed = (dur[w], tail[w]) if a.kind == Kind.I and w in dur else (0, 0)
+        units[(a.kind, a.stage, dur[a], tail[a], *owed)] += 1
+    # a pending I still owes its W: both under the I's weight; one unit per microbatch
+    drain = [_WindowItem(((ticks, reach), (w_ticks, w_reach)), _held(inst, Action(kind, s, 0)),
+                         n, s) for (kind, s, ticks, reach, w_ticks, w_reach), n in units.items()]
+    idle_drain = window_idle(drain, limit, tau, Counter(a.stage for a in fwd))
     total_held = sum(inst.activation[a.stage] for a in fwd)
     # windows [t0, sigma) and [last F end, C] are disjoint when not every forward fits
     idle = idle_fill + idle_drain if total_held > limit + _EPS else max(idle_fill, idle_drain)
