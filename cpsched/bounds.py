@@ -18,7 +18,8 @@ pipeline fills and drains, and these bounds count that idle time:
 * :func:`pair_fill_drain_bound` (docs/modelling.md §16.1): the same windows with overlapped
   F&B pairs.  No pair can run before a device's first backward is available nor after its last
   forward, so a forward run in the fill window or a backward in the drain window is one pair
-  fewer; the device either idles there or gives up the pairs' savings.
+  fewer; the device either idles there or gives up the pairs' savings.  Under a memory limit
+  the windows also idle at least as :func:`fill_drain_bound`'s do (only solo actions there).
 
 All values are integer ticks; the first two hold for every valid schedule without overlapped
 F&B pairs (with pairs, durations shrink: they are not used then), the third for every valid
@@ -166,9 +167,24 @@ def _device_bound(inst: Instance, d: int, nodes: list[Action], dur: Mapping[Acti
     t0 = min(head[a] for a in nodes)
     work = sum(dur[a] for a in nodes)
     fwd = [a for a in nodes if a.kind == Kind.F]
-    bwd = [a for a in nodes if a.kind != Kind.F]
-    if not fwd or not bwd:
+    if not fwd or len(fwd) == len(nodes):
         return DeviceMemoryBound(d, t0 + work, t0, work, 0.0, 0.0)
+    idle_fill, idle_drain = _memory_idles(inst, nodes, dur, head, tail, limit)
+    total_held = sum(inst.activation[a.stage] for a in fwd)
+    # windows [t0, sigma) and [last F end, C] are disjoint when not every forward fits
+    idle = idle_fill + idle_drain if total_held > limit + _EPS else max(idle_fill, idle_drain)
+    value = math.ceil(t0 + work + idle - _EPS)
+    return DeviceMemoryBound(d, value, t0, work, idle_fill, idle_drain)
+
+
+def _memory_idles(inst: Instance, nodes: list[Action], dur: Mapping[Action, int],
+                  head: Mapping[Action, int], tail: Mapping[Action, int],
+                  limit: float) -> tuple[float, float]:
+    """The least idle time (ticks) of one device (its actions ``nodes``, with forwards and
+    backwards) in its fill and its drain window under ``limit`` (docs/modelling.md §16)."""
+    t0 = min(head[a] for a in nodes)
+    fwd = [a for a in nodes if a.kind == Kind.F]
+    bwd = [a for a in nodes if a.kind != Kind.F]
     # fill: before the first backward starts (at least sigma) only forwards run and nothing
     # is released; a forward cannot start before its head
     sigma = min(head[a] for a in bwd)
@@ -186,12 +202,7 @@ def _device_bound(inst: Instance, d: int, nodes: list[Action], dur: Mapping[Acti
     # a pending I still owes its W: both under the I's weight; one unit per microbatch
     drain = [_WindowItem(((ticks, reach), (w_ticks, w_reach)), _held(inst, Action(kind, s, 0)),
                          n, s) for (kind, s, ticks, reach, w_ticks, w_reach), n in units.items()]
-    idle_drain = window_idle(drain, limit, tau, Counter(a.stage for a in fwd))
-    total_held = sum(inst.activation[a.stage] for a in fwd)
-    # windows [t0, sigma) and [last F end, C] are disjoint when not every forward fits
-    idle = idle_fill + idle_drain if total_held > limit + _EPS else max(idle_fill, idle_drain)
-    value = math.ceil(t0 + work + idle - _EPS)
-    return DeviceMemoryBound(d, value, t0, work, idle_fill, idle_drain)
+    return idle_fill, window_idle(drain, limit, tau, Counter(a.stage for a in fwd))
 
 
 def fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None, *,
@@ -366,7 +377,9 @@ def pair_fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None, *,
 
         C >= t0 + work - savings(K) + min_L [lost(L) + idle_fill + idle_drain]
 
-    (``max`` of the two idles when ``L = K``: the windows may then meet).  ``savings`` is
+    (``max`` of the two idles when ``L = K`` and every forward fits in the limit: the windows
+    may then meet).  Under a memory limit each idle is at least the window's memory idle of
+    :func:`fill_drain_bound` (:func:`window_idle`, only solo actions run there).  ``savings`` is
     the per-pair ``F + B - P`` of §4.3 (:func:`cpsched.graph.pair_savings`).  ``relaxed``:
     the graph's :func:`cpsched.graph.overlap_heads_tails` when the caller has them.
     """
@@ -402,6 +415,11 @@ def _pair_device_bound(inst: Instance, nodes: list[Action], dur: Mapping[Action,
     fill_prefix = list(accumulate(early, initial=0))
     drain_prefix = list(accumulate(units, initial=0))
     spare_f, spare_b = len(fwd) - k, len(units) - k
+    # under a limit the windows' idle is also at least the memory one (solo actions there)
+    limit = inst.memory_limit
+    mem_fill, mem_drain = (0.0, 0.0) if limit is None else \
+        _memory_idles(inst, nodes, dur, head, tail, float(limit))
+    apart = limit is not None and sum(inst.activation[a.stage] for a in fwd) > limit + _EPS
     best = math.inf
     lost = 0
     for n_lost in range(k + 1):
@@ -409,8 +427,9 @@ def _pair_device_bound(inst: Instance, nodes: list[Action], dur: Mapping[Action,
             lost += saving[k - n_lost]  # the smallest savings go first
         x = min(len(early), spare_f + n_lost)
         y = min(len(units), spare_b + n_lost)
-        idle_fill = max(0, sigma - t0 - fill_prefix[x])
-        idle_drain = max(0, tau - drain_prefix[y])
-        idle = max(idle_fill, idle_drain) if n_lost == k else idle_fill + idle_drain
+        idle_fill = max(sigma - t0 - fill_prefix[x], mem_fill, 0)
+        idle_drain = max(tau - drain_prefix[y], mem_drain, 0)
+        together = n_lost < k or apart
+        idle = idle_fill + idle_drain if together else max(idle_fill, idle_drain)
         best = min(best, lost + idle)
-    return int(t0 + work - sum(saving) + best)
+    return math.ceil(t0 + work - sum(saving) + best - _EPS)
