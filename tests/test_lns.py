@@ -8,18 +8,22 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 from conftest import make
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from test_solver_overlap import overlap_instances
 
 import cpsched.solver.facade as facade
 import cpsched.solver.lns as lns
 from cpsched import solve
+from cpsched.bounds import pair_fill_drain_bound
 from cpsched.graph import build_task_graph
 from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.schedules import run_all
+from cpsched.schedules.registry import run_schedule
 from cpsched.schedules.transforms import sequential_schedule
-from cpsched.solver.pipeline_model import timed_schedule
+from cpsched.solver.overlap import pair_solution
+from cpsched.solver.pipeline_model import solution_schedule, timed_schedule
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
 
@@ -139,6 +143,52 @@ def test_solve_searches_a_pair_free_start_with_an_overlap_cost(
     assert res.schedule.extra["warm_start"] == "modulo"
     ws = res.stats["window_search"]
     assert ws is not None and ws["windows"] >= 1 and res.makespan <= ws["makespan"] <= 51
+
+
+def _improve_pairs(inst: Instance, start: Schedule, **kw: object
+                   ) -> tuple[Schedule, lns.LnsStats]:
+    """:func:`lns.improve_pairs` from a valid schedule, back as a schedule."""
+    g = build_task_graph(inst)
+    _, rows, _ = best_warm_start(inst, {"start": start})
+    sol, stats = lns.improve_pairs(inst, g, pair_solution(inst, rows), **kw)
+    return solution_schedule(inst, nx.get_node_attributes(g, "device"),
+                             nx.get_node_attributes(g, "duration"), sol, "cpsat"), stats
+
+
+def test_pairs_are_formed_to_reach_the_optimum() -> None:
+    # p=2 m=4 F=1 B=2, pair 2 (saves 1): the brute-force optimum 12 needs pairs; without
+    # them the best is 1F1B's (m + p - 1)(F + B) = 15.  From the sequential schedule (24)
+    inst = make(2, 1, 4, F=1, B=2, overlap=2)
+    seq = sequential_schedule(inst)
+    out, stats = _improve_pairs(inst, seq, deterministic_time=10.0)
+    assert validate(out) == [] and seq.makespan == 24
+    assert out.makespan == 12 == inst.from_ticks(stats.makespan)
+    assert any(a.overlap is not None for a in out.actions)
+
+
+def test_pairs_kept_and_changed_on_dualpipe() -> None:
+    # DualPipe p6 m12 (bidirectional, split, F=I=W=1, pair 2.5) takes 36; the pair fill/drain
+    # bound is 35.  The search keeps a valid schedule between the two, reproducibly
+    inst = make(6, 1, 12, F=1, I=1, W=1, placement="bidirectional", overlap=2.5)
+    dp = run_schedule("dualpipe", inst)
+    a, sa = _improve_pairs(inst, dp, deterministic_time=0.5)
+    b, sb = _improve_pairs(inst, dp, deterministic_time=0.5)
+    assert dp.makespan == 36 and inst.from_ticks(pair_fill_drain_bound(inst)) == 35
+    assert validate(a) == [] and 35 <= a.makespan <= 36
+    assert sorted(a.actions) == sorted(b.actions) and sa.makespan == sb.makespan
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(overlap_instances())
+def test_pair_search_never_invalid_never_longer(inst: Instance) -> None:
+    # random overlap instances, with and without a memory limit, from the best known start
+    valid = [s for s in run_all(inst).values() if not validate(s)]
+    assume(valid)  # at the smallest limit no known schedule may fit
+    start = min(valid, key=lambda s: s.makespan)
+    out, stats = _improve_pairs(inst, start, deterministic_time=1.0)
+    assert validate(out) == []
+    assert out.makespan <= start.makespan and inst.ticks(out.makespan) == stats.makespan
 
 
 def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:

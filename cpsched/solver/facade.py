@@ -31,7 +31,7 @@ from cpsched.model import Schedule, Status
 from cpsched.schedules import modulo
 from cpsched.solver import isolated, lns
 from cpsched.solver.overlap import PairSolution, pair_solution
-from cpsched.solver.pipeline_model import PipelineModel, timed_schedule
+from cpsched.solver.pipeline_model import PipelineModel, solution_schedule
 from cpsched.solver.progress import Progress, ProgressCallback
 from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound, relaxed_devices
 from cpsched.solver.warm_start import best_warm_start
@@ -245,11 +245,9 @@ def _without_model(inst: Instance, g: Any, hint: Any, lb: int, horizon: int,
                    pattern: dict[str, Any] | None, message: str) -> Result:
     """The window search's best schedule, validated, when the model is not built (Ctrl-C in
     the window search, or too little time left for it); ``hint`` is ``{action: start}`` or,
-    with an overlap cost, a pair-free :class:`PairSolution`."""
-    # the window search ran: no pairs, so the starts and the graph give the schedule
-    starts = hint.start if isinstance(hint, PairSolution) else hint
-    schedule = timed_schedule(inst, nx.get_node_attributes(g, "device"),
-                              nx.get_node_attributes(g, "duration"), starts, "cpsat")
+    with an overlap cost, a :class:`PairSolution`."""
+    schedule = solution_schedule(inst, nx.get_node_attributes(g, "device"),
+                                 nx.get_node_attributes(g, "duration"), hint, "cpsat")
     _certify(schedule, min(lb, horizon), t0, warm, start_horizon, message)
     return Result(schedule, schedule.solve_seconds, warm, "UNKNOWN", message=message, stats={
         "window_search": _window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb),
@@ -282,12 +280,10 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
                    deadline: float | None, seed: int, parameters: Mapping[str, Any] | None,
                    cb: Progress, stop: _TrackedStop) -> tuple[Any, int, lns.LnsStats | None]:
     """The warm start shortened by the window search (docs/modelling.md §17) when the model
-    is large (:data:`cpsched.solver.lns.MIN_ACTIONS`), the warm start has no overlapped
-    pairs (with an overlap cost: a pair-free start, e.g. the modulo pattern's, stays
-    pair-free) and a gap is open: ``(hint, horizon, stats)``; unchanged (stats None)
-    otherwise."""
-    paired = isinstance(hint, PairSolution)  # the overlap model's terms
-    if (paired and hint.pairs) or inst.n_actions < lns.MIN_ACTIONS or lb >= horizon:
+    is large (:data:`cpsched.solver.lns.MIN_ACTIONS`) and a gap is open: ``(hint, horizon,
+    stats)``; unchanged (stats None) otherwise.  With an overlap cost the hint is a
+    :class:`PairSolution` and the windows form, keep and break pairs."""
+    if inst.n_actions < lns.MIN_ACTIONS or lb >= horizon:
         return hint, horizon, None
     budget = WINDOW_DETERMINISTIC_TIME
     if parameters and "max_deterministic_time" in parameters:
@@ -296,17 +292,36 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     if deadline is not None:
         until = time.perf_counter() + WINDOW_SHARE * (deadline - time.perf_counter())
         budget = math.inf
-    starts, stats = lns.improve(inst, g, hint.start if paired else hint, deadline=until,
-                                deterministic_time=budget, seed=seed, lower=lb,
-                                stop=lambda: stop.requested, on_improve=cb.improved,
-                                on_solver=stop.give)
+    opts: dict[str, Any] = {"deadline": until, "deterministic_time": budget, "seed": seed,
+                            "lower": lb, "stop": lambda: stop.requested,
+                            "on_improve": cb.improved, "on_solver": stop.give}
+    if not isinstance(hint, PairSolution):
+        better, stats = lns.improve(inst, g, hint, **opts)
+    else:
+        better, stats = _pair_window_search(inst, g, hint, opts)
     if stats.makespan >= horizon:
         return hint, horizon, stats
-    if paired:
-        dur = nx.get_node_attributes(g, "duration")
-        return (PairSolution(starts, {a: t + dur[a] for a, t in starts.items()}, []),
-                stats.makespan, stats)
-    return starts, stats.makespan, stats
+    return better, stats.makespan, stats
+
+
+def _pair_window_search(inst: Instance, g: Any, hint: PairSolution, opts: dict[str, Any]
+                        ) -> tuple[PairSolution, lns.LnsStats]:
+    """The window search with an overlap cost: from a start with pairs, windows that form,
+    keep and break pairs; from a pair-free one (the modulo pattern) first the cheaper
+    pair-free windows, then — with the time they leave — the pair windows."""
+    if hint.pairs:
+        return lns.improve_pairs(inst, g, hint, **opts)
+    starts, stats = lns.improve(inst, g, hint.start, **opts)
+    dur = nx.get_node_attributes(g, "duration")
+    sol = PairSolution(starts, {a: t + dur[a] for a, t in starts.items()}, [])
+    until, stop = opts["deadline"], opts["stop"]
+    if stop() or (until is not None and until - time.perf_counter() < 1.0):
+        return sol, stats
+    sol, more = lns.improve_pairs(inst, g, sol, **opts)
+    return sol, lns.LnsStats(stats.windows + more.windows,
+                             stats.improvements + more.improvements,
+                             stats.seconds + more.seconds, more.makespan,
+                             stats.sizes + more.sizes)
 
 
 def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:
@@ -462,7 +477,9 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
 
 
 def _model(inst: Instance, hint: Any, horizon: int, lb: int, pairs: Any) -> PipelineModel:
-    """The pipeline model at ``horizon`` with the hint added."""
+    """The pipeline model at ``horizon`` with the hint added (its pairs always allowed)."""
+    if isinstance(hint, PairSolution):
+        pairs = hint.pairs
     model = PipelineModel(inst, horizon, min(lb, horizon), pairs=pairs or ())
     model.add_hint(hint)
     return model

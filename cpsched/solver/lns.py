@@ -3,22 +3,27 @@
 At p = 16–32 the full model has 10 000–30 000 intervals and CP-SAT rarely improves the warm
 start within minutes.  This search improves it one *time window* at a time:
 
-1. the incumbent, re-timed ASAP by the one simulator (:func:`cpsched.engine.run_orders`), is
-   cut at two times ``t1 < t2``: the actions starting before ``t1`` stay where they are, the
-   actions starting at or after ``t2`` keep their device order, and the actions in between (the
-   *window*, a few hundred) are re-scheduled by a small CP-SAT model;
+1. the incumbent — device orders of *steps* (an action, or with an overlap cost an overlapped
+   F&B pair), re-timed ASAP by the one simulator (:func:`cpsched.engine.run_orders`) — is
+   cut at two times ``t1 < t2``: the steps starting before ``t1`` stay where they are, the
+   steps starting at or after ``t2`` keep their device order, and the steps in between (the
+   *window*, a few hundred) are re-scheduled by a small CP-SAT model
+   (:mod:`cpsched.solver.lns_window`);
 2. the window model has the window's dependencies, ``NoOverlap`` per device, FIFO, and each
-   device's memory limit with what the fixed part holds; its objective is the makespan the
-   whole schedule gets — ``end(a) + q(a)`` with ``q(a)`` the longest path from ``a`` through
-   the later part in the incumbent's order graph (dependencies and device order), and the
-   longest path that avoids the window;
+   device's memory limit with what the fixed part holds; with an overlap cost
+   (:func:`improve_pairs`) it may form, keep or break pairs among the window's actions; its
+   objective is the makespan the whole schedule gets — ``end(a) + q(a)`` with ``q(a)`` the
+   longest path from ``a`` through the later part in the incumbent's order graph
+   (dependencies and device order), and the longest path that avoids the window;
 3. the new device orders (before, window by new start, after) are re-timed by the simulator and
-   kept when the makespan is no worse.
+   kept when the makespan is shorter.
 
 Every step is exact, not a guess: on a device the window is a contiguous part of its order and
 keeps the same actions, so the memory a device holds after the window — which depends on its
 own order only (a stage's activation is allocated and freed on its device) — is unchanged; and
 no dependency goes back from the later part into the window, so the new orders never deadlock.
+A pair is one step, so it is wholly inside a window or outside; an ``I`` may join a pair only
+with its ``W`` in the same window (the pair runs the ``W``, as in the full model).
 The search only makes the schedule shorter; it proves nothing (the bound is the full model's).
 
 Sources: large-neighbourhood search (Shaw, CP 1998) and time-window relaxation for
@@ -33,15 +38,20 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any
 
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from cpsched.actions import Action
+from cpsched.actions import Action, Kind, Overlap, Step
 from cpsched.engine import run_orders
 from cpsched.graph import memory_buffers
 from cpsched.instance import Instance
+from cpsched.rules import stage_ticks
 from cpsched.solver.constraints import fifo_pairs
+from cpsched.solver.lns_window import WindowModel, window_model
+from cpsched.solver.overlap import Pair, PairSolution
 
 #: Fewer actions than this: the full model is small enough, the search is not used.
 MIN_ACTIONS = 1500
@@ -67,9 +77,10 @@ class LnsStats:
 
 class _Problem:
     """What does not change between windows: durations, devices, dependencies with their
-    lags, FIFO successors and memory buffers per device (ticks, the solver's memory units)."""
+    lags, FIFO successors, memory buffers per device (ticks, the solver's memory units) and
+    the overlapped pair durations."""
 
-    def __init__(self, inst: Instance, g: nx.DiGraph) -> None:
+    def __init__(self, inst: Instance, g: nx.DiGraph, *, pairs: bool) -> None:
         self.inst = inst
         self.dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
         self.dev: dict[Action, int] = nx.get_node_attributes(g, "device")
@@ -79,186 +90,113 @@ class _Problem:
             self.succ[u].append((v, lag))
             self.pred[v].append((u, lag))
         self.fifo_next = dict(fifo_pairs(inst, self.dur))
+        ov = stage_ticks(inst).overlap
+        #: pair duration per stage of the forward (ticks); None without an overlap cost or
+        #: when the search may not form pairs
+        self.overlap: list[int] | None = None if ov is None or not pairs else list(ov)
         self.pool, buffers = memory_buffers(inst)
         self.buffers: dict[int, list[tuple[Action, Action, int]]] = {}
         for f, rel, amount in buffers:
             self.buffers.setdefault(self.dev[f], []).append((f, rel, amount))
 
 
-class _Incumbent:
-    """A schedule as device orders with ASAP starts, its makespan, each action's tail in
-    its order graph (longest path from the action's end to the makespan, ticks) and the
-    actions in start order."""
+#: A step of an incumbent's device order: its actions — one, or an overlapped pair
+#: ``(F, B or I)``, with split backward ``(F, I, W)`` (the pair runs the ``W`` too).
+Unit = tuple[Action, ...]
 
-    def __init__(self, pb: _Problem, orders: list[list[Action]]) -> None:
-        run = run_orders(pb.inst, orders)
+
+class _Incumbent:
+    """A schedule as device orders of steps with ASAP times (ticks): each action's start,
+    end, position ``(device, index)``, its step's duration and the step's tail in the order
+    graph (longest path from the step's end to the makespan), the pair partner of each paired
+    ``F``/``B``/``I``, the makespan, and the steps in start order."""
+
+    def __init__(self, pb: _Problem, orders: list[list[Unit]]) -> None:
+        run = run_orders(pb.inst, [[_engine_step(pb, u) for u in row] for row in orders])
         if run.stuck or run.suspect:
             raise ValueError("orders do not run")  # never for orders built here
         self.orders = orders
         self.start: dict[Action, int] = {}
+        self.end: dict[Action, int] = {}
+        self.pos: dict[Action, tuple[int, int]] = {}
+        self.step_dur: dict[Action, int] = {}
+        self.paired: dict[Action, Action] = {}
+        #: every step ``(start, device, index)`` by start (windows are cut from it)
+        self.by_start: list[tuple[int, int, int]] = []
         for d, row in enumerate(orders):
-            self.start.update(zip(row, run.starts[d], strict=True))
-        self.makespan = max((e for ends in run.ends for e in ends), default=0)
-        self.pos = {a: (d, k) for d, row in enumerate(orders) for k, a in enumerate(row)}
+            for k, (u, t0, t1) in enumerate(zip(row, run.starts[d], run.ends[d], strict=True)):
+                self.by_start.append((t0, d, k))
+                for a in u:
+                    fused_w = len(u) > 1 and a.kind == Kind.W
+                    self.start[a], self.end[a] = (t1 if fused_w else t0), t1
+                    self.pos[a], self.step_dur[a] = (d, k), t1 - t0
+                if len(u) > 1:
+                    self.paired[u[0]], self.paired[u[1]] = u[1], u[0]
+        self.by_start.sort()
+        self.makespan = max(self.end.values(), default=0)
         self.tail = self._tails(pb)
-        #: every action by start (windows are cut from it)
-        self.by_start = sorted(self.start, key=self.start.__getitem__)
 
     def _tails(self, pb: _Problem) -> dict[Action, int]:
-        """Longest path from each action's end to the makespan in the order graph
-        (dependencies with their lags, and each device's next action), in reverse
-        topological order (Kahn's algorithm: zero durations make time order ambiguous)."""
-        nxt: dict[Action, Action] = {}
-        for row in self.orders:
-            nxt.update(zip(row, row[1:], strict=False))
-        waiting = {a: len(pb.succ[a]) + (a in nxt) for a in self.start}
-        preds_in_order = {b: a for a, b in nxt.items()}
-        ready = [a for a, n in waiting.items() if n == 0]
-        tail: dict[Action, int] = {}
+        """Longest path from each step's end to the makespan in the order graph
+        (dependencies with their lags, and each device's next step), in reverse topological
+        order (Kahn's algorithm: zero durations make time order ambiguous); by action."""
+        base = list(accumulate((len(row) for row in self.orders), initial=0))
+        sid = {a: base[d] + k for a, (d, k) in self.pos.items()}
+        n = base[-1]
+        dur = [0] * n
+        succ: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        pred: list[list[int]] = [[] for _ in range(n)]
+        for d, row in enumerate(self.orders):
+            for k, u in enumerate(row):
+                v = base[d] + k
+                dur[v] = self.step_dur[u[0]]
+                out = succ[v]
+                if k + 1 < len(row):
+                    out.append((v + 1, 0))
+                for a in u:
+                    out.extend((sid[b], lag) for b, lag in pb.succ[a] if sid[b] != v)
+                for w, _ in out:
+                    pred[w].append(v)
+        waiting = [len(out) for out in succ]
+        ready = [v for v in range(n) if waiting[v] == 0]
+        tail = [0] * n
         while ready:
-            a = ready.pop()
-            best = 0
-            if a in nxt:
-                best = pb.dur[nxt[a]] + tail[nxt[a]]
-            for b, lag in pb.succ[a]:
-                best = max(best, lag + pb.dur[b] + tail[b])
-            tail[a] = best
-            for p, _ in pb.pred[a]:
-                waiting[p] -= 1
-                if waiting[p] == 0:
-                    ready.append(p)
-            p = preds_in_order.get(a)
-            if p is not None:
-                waiting[p] -= 1
-                if waiting[p] == 0:
-                    ready.append(p)
-        return tail
+            v = ready.pop()
+            tail[v] = max((lag + dur[w] + tail[w] for w, lag in succ[v]), default=0)
+            for u in pred[v]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    ready.append(u)
+        return {a: tail[v] for a, v in sid.items()}
 
 
-def _window_model(pb: _Problem, inc: _Incumbent, window: set[Action], before: set[Action],
-                  ) -> tuple[cp_model.CpModel, dict[Action, cp_model.IntVar],
-                             cp_model.IntVar] | None:
-    """The CP-SAT model of one window (see the module docstring): ``before`` stays where
-    it is, the rest keeps its device order.  None when the window cannot shorten the
-    schedule or the incumbent does not fit the model's integer memory."""
-    ub = inc.makespan
-    dur, dev, start = pb.dur, pb.dev, inc.start
-    free = [0] * pb.inst.p  # when each device is free of the fixed part
-    for a in before:
-        free[dev[a]] = max(free[dev[a]], start[a] + dur[a])
-    first_after: dict[int, Action] = {}
-    for a in window:
-        d, k = inc.pos[a]
-        row = inc.orders[d]
-        if k + 1 < len(row) and row[k + 1] not in window:
-            first_after[d] = row[k + 1]
-    m = cp_model.CpModel()
-    s: dict[Action, cp_model.IntVar] = {}
-    q: dict[Action, int] = {}
-    for a in window:
-        lo = free[dev[a]]
-        for b, lag in pb.pred[a]:
-            if b not in window:
-                lo = max(lo, start[b] + dur[b] + lag)
-        qa, hi = 0, ub
-        for b, lag in pb.succ[a]:
-            if b in before:  # a fixed successor (on a device outside the window)
-                hi = min(hi, start[b] - lag)
-            elif b not in window:
-                qa = max(qa, lag + dur[b] + inc.tail[b])
-        nxt = first_after.get(dev[a])
-        if nxt is not None:
-            qa = max(qa, dur[nxt] + inc.tail[nxt])
-        q[a] = qa
-        hi = min(hi, ub - qa) - dur[a]
-        if hi < start[a] or lo > start[a]:
-            return None  # cannot happen for an ASAP incumbent; be safe
-        s[a] = m.new_int_var(lo, hi, "")
-        m.add_hint(s[a], start[a])
-    by_dev: dict[int, list[Action]] = {}
-    for a in window:
-        by_dev.setdefault(dev[a], []).append(a)
-        for b, lag in pb.succ[a]:
-            if b in window:
-                m.add(s[b] >= s[a] + dur[a] + lag)
-        nxt_fifo = pb.fifo_next.get(a)
-        if nxt_fifo is not None and nxt_fifo in window:
-            m.add(s[nxt_fifo] >= s[a] + dur[a])
-    for acts in by_dev.values():
-        m.add_no_overlap([m.new_fixed_size_interval_var(s[a], dur[a], "") for a in acts])
-    if pb.pool is not None and not _memory(pb, m, s, window, before, ub):
-        return None
-    # the longest path avoiding the window: from the fixed part straight into the later part
-    c0 = 0
-    for a in start:
-        if a in before or a in window:
-            continue
-        for b, lag in pb.pred[a]:
-            if b in before:
-                c0 = max(c0, start[b] + dur[b] + lag + dur[a] + inc.tail[a])
-    for d in range(pb.inst.p):
-        row = inc.orders[d]
-        if d not in by_dev:  # a device without window actions: its later part follows on
-            nxt = next((a for a in row if a not in before), None)
-            if nxt is not None:
-                c0 = max(c0, free[d] + dur[nxt] + inc.tail[nxt])
-    if c0 >= ub:
-        return None
-    makespan = m.new_int_var(c0, ub, "makespan")
-    for a in window:
-        m.add(makespan >= s[a] + dur[a] + q[a])
-    m.add_hint(makespan, ub)
-    m.minimize(makespan)
-    return m, s, makespan
+def _engine_step(pb: _Problem, u: Unit) -> Step:
+    """A step for :func:`cpsched.engine.run_orders`: a pair of a split instance runs its
+    backward as a fused ``B``."""
+    if len(u) == 1:
+        return u[0]
+    f, b = u[0], u[1]
+    return Overlap(f, Action(Kind.B, b.stage, b.microbatch) if b.kind == Kind.I else b)
 
 
-def _memory(pb: _Problem, m: cp_model.CpModel, s: Mapping[Action, cp_model.IntVar],
-            window: set[Action], before: set[Action], horizon: int) -> bool:
-    """Each device's memory over the window: what the fixed part still holds is a constant
-    or lasts until a window release; False if the incumbent does not fit the integer units."""
-    dur = pb.dur
-    devices = {pb.dev[a] for a in window}
-    for d in devices:
-        held = 0
-        ivs, amounts = [], []
-        for f, rel, amount in pb.buffers.get(d, ()):
-            if f in before:
-                if rel in before:
-                    continue
-                if rel in window:
-                    ivs.append(m.new_interval_var(0, s[rel] + dur[rel], s[rel] + dur[rel], ""))
-                    amounts.append(amount)
-                else:
-                    held += amount
-            elif f in window:
-                if rel in window:
-                    end = s[rel] + dur[rel]
-                    size = m.new_int_var(0, horizon, "")
-                    m.add(size == end - s[f])
-                    ivs.append(m.new_interval_var(s[f], size, end, ""))
-                else:
-                    ivs.append(m.new_interval_var(s[f], horizon - s[f], horizon, ""))
-                amounts.append(amount)
-        cap = pb.pool - held
-        if cap < 0:
-            return False
-        if sum(amounts) > cap:
-            m.add_cumulative(ivs, amounts, cap)
-    return True
-
-
-def _orders_from_starts(pb: _Problem, starts: Mapping[Action, int]) -> list[list[Action]]:
-    orders: list[list[Action]] = [[] for _ in range(pb.inst.p)]
-    for a in sorted(starts, key=lambda x: (starts[x], starts[x] + pb.dur[x])):
-        orders[pb.dev[a]].append(a)
+def _units(pb: _Problem, start: Mapping[Action, int], end: Mapping[Action, int],
+           pairs: list[Pair]) -> list[list[Unit]]:
+    """Device orders of steps of a timed solution: each pair one step (with split backward
+    its ``W`` too), every other action alone; by (start, end)."""
+    units = [_pair_unit(f, b) for f, b in pairs]
+    covered = {a for u in units for a in u}
+    units += [(a,) for a in start if a not in covered]
+    orders: list[list[Unit]] = [[] for _ in range(pb.inst.p)]
+    for u in sorted(units, key=lambda u: (start[u[0]], end[u[0]])):
+        orders[pb.dev[u[0]]].append(u)
     return orders
 
 
-def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
-            deadline: float | None = None, deterministic_time: float = 30.0,
-            seed: int = 0, lower: int = 0, stop: Callable[[], bool] | None = None,
-            on_improve: Callable[[int], None] | None = None,
-            on_solver: Callable[[cp_model.CpSolver], None] | None = None,
+def _pair_unit(f: Action, b: Action) -> Unit:
+    return (f, b, Action(Kind.W, b.stage, b.microbatch)) if b.kind == Kind.I else (f, b)
+
+
+def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], **kw: Any
             ) -> tuple[dict[Action, int], LnsStats]:
     """Shorten a valid schedule by re-scheduling one time window at a time (module docstring).
 
@@ -266,6 +204,48 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
         inst, g: the instance and its task graph (:func:`cpsched.graph.build_task_graph`).
         starts: a valid schedule ``{action: start tick}`` over the graph's actions, fitting
             the model's integer memory units (the warm start does).
+        kw: the search's options (:func:`search`).
+
+    Returns:
+        ``(starts, stats)``: the best schedule found — never longer than ``starts`` — as
+        ASAP start ticks, and :class:`LnsStats`.
+
+    With an overlap cost this search does not form pairs (every action keeps running alone:
+    valid, pairs are allowed, never required, docs/spec.md §1); :func:`improve_pairs` does.
+    """
+    pb = _Problem(inst, g, pairs=False)
+    inc, stats = search(pb, _units(pb, starts, {a: t + pb.dur[a] for a, t in starts.items()},
+                                   []), **kw)
+    return dict(inc.start), stats
+
+
+def improve_pairs(inst: Instance, g: nx.DiGraph, solution: PairSolution, **kw: Any
+                  ) -> tuple[PairSolution, LnsStats]:
+    """:func:`improve` for an instance with an overlap cost, forming, keeping and breaking
+    overlapped F&B pairs inside each window (docs/modelling.md §15, §17).
+
+    Args:
+        solution: a valid solution in the overlap model's terms (its pairs may be none).
+        kw: the search's options (:func:`search`).
+
+    Returns:
+        ``(solution, stats)``: the best found, never longer, ASAP.
+    """
+    pb = _Problem(inst, g, pairs=True)
+    inc, stats = search(pb, _units(pb, solution.start, solution.end, solution.pairs), **kw)
+    pairs = [(u[0], u[1]) for row in inc.orders for u in row if len(u) > 1]
+    return PairSolution(dict(inc.start), dict(inc.end), pairs), stats
+
+
+def search(pb: _Problem, orders: list[list[Unit]], *, deadline: float | None = None,
+           deterministic_time: float = 30.0, seed: int = 0, lower: int = 0,
+           stop: Callable[[], bool] | None = None,
+           on_improve: Callable[[int], None] | None = None,
+           on_solver: Callable[[cp_model.CpSolver], None] | None = None,
+           ) -> tuple[_Incumbent, LnsStats]:
+    """The window search from device ``orders`` of steps (module docstring).
+
+    Args:
         deadline: ``time.perf_counter()`` value to stop by (None: only the deterministic
             budget counts).
         deterministic_time: CP-SAT deterministic time over all windows (reproducible when
@@ -275,49 +255,43 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
         on_improve: called with each shorter makespan (ticks).
         on_solver: called with each window's ``CpSolver`` before it solves (its
             ``stop_search()`` ends that window at once).
-
-    Returns:
-        ``(starts, stats)``: the best schedule found — never longer than ``starts`` — as
-        ASAP start ticks, and :class:`LnsStats`.
-
-    With an overlap cost the search does not form pairs: ``starts`` must have none, and every
-    action keeps running alone (valid: pairs are allowed, never required, docs/spec.md §1).
     """
     t_begin = time.perf_counter()
-    pb = _Problem(inst, g)
-    inc = _Incumbent(pb, _orders_from_starts(pb, starts))
+    inc = _Incumbent(pb, orders)
     stats = LnsStats(makespan=inc.makespan)
     rng = random.Random(seed)
     size, used, cursor, stale = START_WINDOW, 0.0, 0, 0
-    n = len(inc.start)
     while used < deterministic_time and inc.makespan > lower:
         if stop is not None and stop():
             break
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left < 0.2:
             break
+        n = len(inc.by_start)
         if cursor >= n:  # a sweep over the schedule ended
             cursor, stale = 0, stale + 1
             if stale > MAX_STALE_SWEEPS:
                 break
         window, before = _choose(inc, cursor, min(size, n))
         cursor += max(1, size // 2) + rng.randrange(max(1, size // 4))
-        built = _window_model(pb, inc, window, before)
+        wm = window_model(pb, inc, window, before)
         stats.windows += 1
         stats.sizes.append(len(window))
-        if built is None:
+        if wm is None:
             continue
-        m, s, mk = built
         solver = _window_solver(seed + stats.windows,
                                 min(WINDOW_DETERMINISTIC_TIME, deterministic_time - used), left)
         if on_solver is not None:
             on_solver(solver)
         if stop is not None and stop():
             break
-        code = solver.solve(m)
+        code = solver.solve(wm.model)
         used += solver.deterministic_time
-        size = _resize(size, code, solver.deterministic_time)
-        cand = _candidate(pb, inc, solver, code, s, mk, window)
+        # with a deadline the wall time counts too (pair windows presolve long for little
+        # deterministic time); without one only deterministic measures (reproducible)
+        size = _resize(size, code, solver.deterministic_time,
+                       0.0 if left is None else solver.wall_time)
+        cand = _candidate(pb, inc, solver, code, wm, window)
         if cand is not None and cand.makespan < inc.makespan:
             inc, stale = cand, 0
             stats.improvements += 1
@@ -325,7 +299,7 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], *,
                 on_improve(inc.makespan)
     stats.seconds = time.perf_counter() - t_begin
     stats.makespan = inc.makespan
-    return dict(inc.start), stats
+    return inc, stats
 
 
 def _window_solver(seed: int, deterministic_time: float, left: float | None
@@ -344,9 +318,11 @@ def _window_solver(seed: int, deterministic_time: float, left: float | None
     return solver
 
 
-def _resize(size: int, code: int, deterministic_time: float) -> int:
+def _resize(size: int, code: int, deterministic_time: float, wall: float = 0.0) -> int:
     """The next window size: larger after a quick proof, smaller after a time-out."""
-    if code == cp_model.OPTIMAL and deterministic_time < 0.3 * WINDOW_DETERMINISTIC_TIME:
+    quick = (deterministic_time < 0.3 * WINDOW_DETERMINISTIC_TIME
+             and wall < 0.3 * WINDOW_SECONDS)
+    if code == cp_model.OPTIMAL and quick:
         return min(MAX_WINDOW, int(size * 1.25) + 1)
     if code != cp_model.OPTIMAL:
         return max(MIN_WINDOW, int(size * 0.8))
@@ -354,43 +330,42 @@ def _resize(size: int, code: int, deterministic_time: float) -> int:
 
 
 def _candidate(pb: _Problem, inc: _Incumbent, solver: cp_model.CpSolver, code: int,
-               s: Mapping[Action, cp_model.IntVar], mk: cp_model.IntVar,
-               window: set[Action]) -> _Incumbent | None:
-    """The re-timed schedule with the window's new order, when the window model found a
-    shorter makespan (re-timing gives that makespan or less); else None."""
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE) or solver.value(mk) >= inc.makespan:
+               wm: WindowModel, window: set[Action]) -> _Incumbent | None:
+    """The re-timed schedule with the window's new order and pairs, when the window model
+    found a shorter makespan (re-timing gives that makespan or less); else None."""
+    if (code not in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+            or solver.value(wm.makespan) >= inc.makespan):
         return None
-    new = dict(inc.start)
-    for a, var in s.items():
-        new[a] = solver.value(var)
-    return _Incumbent(pb, _reorder(pb, inc, window, new))
+    start = {a: solver.value(v) for a, v in wm.start.items()}
+    end = {a: solver.value(v) for a, v in wm.end.items()}
+    units = [_pair_unit(f, b) for (f, b), x in wm.pair.items() if solver.boolean_value(x)]
+    covered = {a for u in units for a in u}
+    units += [(a,) for a in window if a not in covered]
+    mid: dict[int, list[Unit]] = {}
+    for u in sorted(units, key=lambda u: (start[u[0]], end[u[0]])):
+        mid.setdefault(pb.dev[u[0]], []).append(u)
+    orders = []
+    for d, row in enumerate(inc.orders):
+        idx = [k for k, u in enumerate(row) if u[0] in window]
+        orders.append(row[:idx[0]] + mid[d] + row[idx[-1] + 1:] if idx else list(row))
+    return _Incumbent(pb, orders)
 
 
 def _choose(inc: _Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Action]]:
-    """The window of ``size`` actions from the ``cursor``-th start on (every device, all
-    actions starting in ``[t1, t2)``) and the actions before it, which stay."""
+    """The window of ``size`` steps from the ``cursor``-th start on (every device, all
+    steps starting in ``[t1, t2)``) and the actions before it, which stay; as actions."""
     order = inc.by_start
+    size = min(size, len(order))  # pairs formed or broken change the number of steps
     lo_idx = max(0, min(cursor, len(order) - size))
-    t1 = inc.start[order[lo_idx]]
-    t2 = inc.start[order[lo_idx + size - 1]] + 1
-    first = bisect_left(order, t1, key=inc.start.__getitem__)
-    window = {a for a in order[first:] if inc.start[a] < t2}
-    return window, {a for a in order[:first]}
+    t1 = order[lo_idx][0]
+    t2 = order[lo_idx + size - 1][0] + 1
+    first = bisect_left(order, t1, key=lambda x: x[0])
+    last = bisect_left(order, t2, key=lambda x: x[0])
+
+    def actions(steps: list[tuple[int, int, int]]) -> set[Action]:
+        return {a for _, d, k in steps for a in inc.orders[d][k]}
+
+    return actions(order[first:last]), actions(order[:first])
 
 
-def _reorder(pb: _Problem, inc: _Incumbent, window: set[Action],
-             new: Mapping[Action, int]) -> list[list[Action]]:
-    """Device orders: the fixed part, the window by its new starts, the later part."""
-    out = []
-    for row in inc.orders:
-        idx = [k for k, a in enumerate(row) if a in window]
-        if not idx:
-            out.append(list(row))
-            continue
-        lo, hi = idx[0], idx[-1] + 1
-        mid = sorted(row[lo:hi], key=lambda a: (new[a], new[a] + pb.dur[a]))
-        out.append(row[:lo] + mid + row[hi:])
-    return out
-
-
-__all__ = ["MIN_ACTIONS", "LnsStats", "improve"]
+__all__ = ["MIN_ACTIONS", "LnsStats", "improve", "improve_pairs", "search"]

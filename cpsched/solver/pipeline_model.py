@@ -112,25 +112,30 @@ class PipelineModel:
 
     def to_schedule(self, solution: Mapping[Action, int] | PairSolution,
                     method: str) -> Schedule:
-        """The schedule of a solution: starts (without overlap) or a :class:`PairSolution`
-        (paired actions get a shared ``overlap`` id; a pair of a split instance runs a fused
-        ``B``)."""
-        inst = self.inst
-        if not isinstance(solution, PairSolution):
-            return timed_schedule(inst, self.device, self.dur, solution, method)
-        rows = []
-        skip: set[Action] = set()
-        for k, (f, b) in enumerate(solution.pairs):
-            t0, t1 = inst.from_ticks(solution.start[f]), inst.from_ticks(solution.end[f])
-            rows.append(TimedAction(self.device[f], f.stage, f.microbatch, Kind.F, t0, t1, k))
-            kind = Kind.B if inst.split_backward else b.kind
-            rows.append(TimedAction(self.device[b], b.stage, b.microbatch, kind, t0, t1, k))
-            skip.update((f, b))
-            if inst.split_backward:
-                skip.add(Action(Kind.W, b.stage, b.microbatch))
-        for a in self.dur:
-            if a not in skip:
-                rows.append(TimedAction(self.device[a], a.stage, a.microbatch, a.kind,
-                                        inst.from_ticks(solution.start[a]),
-                                        inst.from_ticks(solution.end[a])))
-        return Schedule(inst, rows, method=method)
+        """The schedule of a solution (:func:`solution_schedule`)."""
+        return solution_schedule(self.inst, self.device, self.dur, solution, method)
+
+
+def solution_schedule(inst: Instance, device: Mapping[Action, int], dur: Mapping[Action, int],
+                      solution: Mapping[Action, int] | PairSolution, method: str) -> Schedule:
+    """The schedule of a solution: starts (without overlap, :func:`timed_schedule`) or a
+    :class:`PairSolution` (paired actions get a shared ``overlap`` id; a pair of a split
+    instance runs a fused ``B``); each action on its ``device`` for its ``dur`` (ticks)."""
+    if not isinstance(solution, PairSolution):
+        return timed_schedule(inst, device, dur, solution, method)
+    rows = []
+    skip: set[Action] = set()
+    for k, (f, b) in enumerate(solution.pairs):
+        t0, t1 = inst.from_ticks(solution.start[f]), inst.from_ticks(solution.end[f])
+        rows.append(TimedAction(device[f], f.stage, f.microbatch, Kind.F, t0, t1, k))
+        kind = Kind.B if inst.split_backward else b.kind
+        rows.append(TimedAction(device[b], b.stage, b.microbatch, kind, t0, t1, k))
+        skip.update((f, b))
+        if inst.split_backward:
+            skip.add(Action(Kind.W, b.stage, b.microbatch))
+    for a in dur:
+        if a not in skip:
+            rows.append(TimedAction(device[a], a.stage, a.microbatch, a.kind,
+                                    inst.from_ticks(solution.start[a]),
+                                    inst.from_ticks(solution.end[a])))
+    return Schedule(inst, rows, method=method)
