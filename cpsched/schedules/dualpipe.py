@@ -27,10 +27,13 @@ step  per repetition           repetitions
 8     ``W``                    ``h + 1``
 ====  =======================  ==================
 
-Warm-up = steps 1-3, steady = step 4, cool-down = steps 5-8.  Like the visualizer, the
-first step-4 pair of the two middle ranks is overlapped too (DeepSeek's code runs those two
-chunks back to back).  Step 4 needs ``M - p + 1 >= 0``: ``m >= 2p - 2`` (DeepSeek asserts
-``m >= 2p``; the visualizer's ``m >= p`` is not enough and it crashes below ``2p - 2``).
+Warm-up = steps 1-3, steady = step 4, cool-down = steps 5-8.  With a fused backward
+(``split_backward = false``) every ``I`` is a ``B`` and no ``W`` runs: the times are those of
+the split instance with ``I = B`` and ``W = 0`` (cpsched's extension; DeepSeek splits).
+Like the visualizer, the first step-4 pair of the two middle ranks is overlapped too
+(DeepSeek's code runs those two chunks back to back).  Step 4 needs ``M - p + 1 >= 0``:
+``m >= 2p - 2`` (DeepSeek asserts ``m >= 2p``; the visualizer's ``m >= p`` is not enough and it
+crashes below ``2p - 2``).
 docs/spec.md §6: bubble ``(p/2 - 1)(F&B + B - 3W)``, ``p + 1`` activations on the busiest rank.
 """
 
@@ -46,8 +49,6 @@ from cpsched.schedules.registry import register
 def _dualpipe_check(inst: Instance) -> str | None:
     if inst.placement != "bidirectional":
         return f'pipeline.placement = "{inst.placement}": dualpipe needs "bidirectional"'
-    if not inst.split_backward:
-        return "pipeline.split_backward = false: dualpipe needs true"
     need = max(2 * inst.p - 2, 2)
     if inst.m < need:
         return f"pipeline.microbatches = {inst.m}: dualpipe needs >= 2p - 2 = {need}"
@@ -67,6 +68,7 @@ class _Rank:
         self.bwd = list(base)
         self.pending: deque[tuple[int, int]] = deque()
         self.ops: list[Step] = []
+        self.split = inst.split_backward
 
     def f(self, phase: int) -> Action:
         a = Action(Kind.F, self.stage[phase], self.fwd[phase])
@@ -74,20 +76,24 @@ class _Rank:
         return a
 
     def b(self, phase: int, split: bool = False) -> Action:
+        split = split and self.split
         a = Action(Kind.I if split else Kind.B, self.stage[phase], self.bwd[phase])
         self.bwd[phase] += 1
         if split:
             self.pending.append((a.stage, a.microbatch))
         return a
 
-    def w(self) -> Action:
+    def w(self) -> list[Step]:
+        """The oldest pending weight gradient (none with a fused backward)."""
+        if not self.pending:
+            return []
         s, i = self.pending.popleft()
-        return Action(Kind.W, s, i)
+        return [Action(Kind.W, s, i)]
 
 
 @register("dualpipe", summary="DeepSeek DualPipe: bidirectional, overlapped F&B, split W",
-          preconditions='placement "bidirectional", split_backward = true, '
-                        "microbatches >= 2p - 2",
+          preconditions='placement "bidirectional", microbatches >= 2p - 2 (a fused '
+                        "backward runs B for I and no W)",
           source="DeepSeek-V3 report (arXiv:2412.19437) and deepseek-ai/DualPipe; "
                  "ppviz DualPipe generator",
           check=_dualpipe_check)
@@ -106,7 +112,7 @@ def dualpipe(inst: Instance) -> DeviceOrders:
             ops += [r.f(0), r.f(1)]
         for _ in range(n - h - 1):                          # 3: nI1W1F1
             ops.append(r.b(1, split=True))
-            ops += [r.w(), r.f(1)]
+            ops += [*r.w(), r.f(1)]
         for _ in range(half_m - p + h + 1):                 # 4: n(F0&B1)(F1&B0)
             ops.append(Overlap(r.f(0), r.b(1)))
             ops.append(Overlap(r.f(1), r.b(0)))
@@ -123,9 +129,9 @@ def dualpipe(inst: Instance) -> DeviceOrders:
                 split = True
             ops.append(r.b(0, split))
         for _ in range(n - h - 1):                          # 7: nWI0
-            ops.append(r.w())
+            ops += r.w()
             ops.append(r.b(0, split=True))
         while r.pending:                                    # 8: nW
-            ops.append(r.w())
+            ops += r.w()
         orders.append(ops)
     return orders

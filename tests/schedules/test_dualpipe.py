@@ -78,10 +78,22 @@ def test_real_minimum_is_2p_minus_2(p: int) -> None:
 
 def test_other_preconditions() -> None:
     spec = get_schedule("dualpipe")
-    assert spec.check(make(4, 8, split=False)) == (
-        "pipeline.split_backward = false: dualpipe needs true")
     assert spec.check(make(4, 8, placement="loop")) == (
         'pipeline.placement = "loop": dualpipe needs "bidirectional"')
+
+
+@pytest.mark.parametrize("p", [2, 4, 6, 8])
+@pytest.mark.parametrize("F,B", [(1, 2), (2, 3), (1, 1)])
+def test_fused_backward_is_the_split_one_with_zero_w(p: int, F: int, B: int) -> None:  # noqa: N803
+    # with a fused backward every I is a B and no W runs: the same times as the split
+    # instance with I = B and W = 0, so the bubble is (p/2 - 1)(F&B + B) (the formula, W = 0)
+    m = max(2, 2 * p - 2) + 4
+    fused = run_schedule("dualpipe", make(p, m, F, B, 0, split=False))
+    split = run_schedule("dualpipe", make(p, m, F, B, 0))
+    assert not validate(fused) and fused.makespan == split.makespan
+    assert {a.kind for a in fused.actions} == {Kind.F, Kind.B}
+    idle = fused.makespan - sum(busy_time(fused)) / p
+    assert idle == pytest.approx((p / 2 - 1) * ((F + B) + B))
 
 
 @pytest.mark.parametrize("p", [2, 4, 6, 8])
