@@ -298,30 +298,10 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     if not isinstance(hint, PairSolution):
         better, stats = lns.improve(inst, g, hint, **opts)
     else:
-        better, stats = _pair_window_search(inst, g, hint, opts)
+        better, stats = lns.improve_overlap(inst, g, hint, **opts)
     if stats.makespan >= horizon:
         return hint, horizon, stats
     return better, stats.makespan, stats
-
-
-def _pair_window_search(inst: Instance, g: Any, hint: PairSolution, opts: dict[str, Any]
-                        ) -> tuple[PairSolution, lns.LnsStats]:
-    """The window search with an overlap cost: from a start with pairs, windows that form,
-    keep and break pairs; from a pair-free one (the modulo pattern) first the cheaper
-    pair-free windows, then — with the time they leave — the pair windows."""
-    if hint.pairs:
-        return lns.improve_pairs(inst, g, hint, **opts)
-    starts, stats = lns.improve(inst, g, hint.start, **opts)
-    dur = nx.get_node_attributes(g, "duration")
-    sol = PairSolution(starts, {a: t + dur[a] for a, t in starts.items()}, [])
-    until, stop = opts["deadline"], opts["stop"]
-    if stop() or (until is not None and until - time.perf_counter() < 1.0):
-        return sol, stats
-    sol, more = lns.improve_pairs(inst, g, sol, **opts)
-    return sol, lns.LnsStats(stats.windows + more.windows,
-                             stats.improvements + more.improvements,
-                             stats.seconds + more.seconds, more.makespan,
-                             stats.sizes + more.sizes)
 
 
 def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:

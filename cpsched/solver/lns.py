@@ -237,6 +237,26 @@ def improve_pairs(inst: Instance, g: nx.DiGraph, solution: PairSolution, **kw: A
     return PairSolution(dict(inc.start), dict(inc.end), pairs), stats
 
 
+def improve_overlap(inst: Instance, g: nx.DiGraph, solution: PairSolution, *,
+                    deadline: float | None = None, stop: Callable[[], bool] | None = None,
+                    **kw: Any) -> tuple[PairSolution, LnsStats]:
+    """The window search with an overlap cost: from a start with pairs :func:`improve_pairs`;
+    from a pair-free one (e.g. the modulo pattern under a cap) first the cheaper pair-free
+    windows (:func:`improve`), then — with the time they leave — the pair windows.  Arguments
+    as :func:`search`."""
+    if solution.pairs:
+        return improve_pairs(inst, g, solution, deadline=deadline, stop=stop, **kw)
+    starts, first = improve(inst, g, solution.start, deadline=deadline, stop=stop, **kw)
+    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
+    sol = PairSolution(starts, {a: t + dur[a] for a, t in starts.items()}, [])
+    if (stop is not None and stop()) or (
+            deadline is not None and deadline - time.perf_counter() < 1.0):
+        return sol, first
+    sol, more = improve_pairs(inst, g, sol, deadline=deadline, stop=stop, **kw)
+    return sol, LnsStats(first.windows + more.windows, first.improvements + more.improvements,
+                         first.seconds + more.seconds, more.makespan, first.sizes + more.sizes)
+
+
 def search(pb: _Problem, orders: list[list[Unit]], *, deadline: float | None = None,
            deterministic_time: float = 30.0, seed: int = 0, lower: int = 0,
            stop: Callable[[], bool] | None = None,
@@ -368,4 +388,4 @@ def _choose(inc: _Incumbent, cursor: int, size: int) -> tuple[set[Action], set[A
     return actions(order[first:last]), actions(order[:first])
 
 
-__all__ = ["MIN_ACTIONS", "LnsStats", "improve", "improve_pairs", "search"]
+__all__ = ["MIN_ACTIONS", "LnsStats", "improve", "improve_overlap", "improve_pairs", "search"]
