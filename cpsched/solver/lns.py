@@ -307,10 +307,10 @@ def search(pb: _Problem, orders: list[list[Unit]], *, deadline: float | None = N
             break
         code = solver.solve(wm.model)
         used += solver.deterministic_time
-        # with a deadline the wall time counts too (pair windows presolve long for little
-        # deterministic time); without one only deterministic measures (reproducible)
-        size = _resize(size, code, solver.deterministic_time,
-                       0.0 if left is None else solver.wall_time)
+        # pair windows presolve long for little deterministic time: with a deadline their
+        # wall time counts too (without one only deterministic measures: reproducible)
+        wall = solver.wall_time if left is not None and pb.overlap is not None else 0.0
+        size = _resize(size, code, solver.deterministic_time, wall)
         cand = _candidate(pb, inc, solver, code, wm, window)
         if cand is not None and cand.makespan < inc.makespan:
             inc, stale = cand, 0
