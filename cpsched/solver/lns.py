@@ -38,18 +38,14 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any
 
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from cpsched.actions import Action, Kind, Overlap, Step
-from cpsched.engine import run_orders
-from cpsched.graph import memory_buffers
+from cpsched.actions import Action, Kind
 from cpsched.instance import Instance
-from cpsched.rules import stage_ticks
-from cpsched.solver.constraints import fifo_pairs
+from cpsched.solver.lns_state import Incumbent, Problem, Unit
 from cpsched.solver.lns_window import WindowModel, window_model
 from cpsched.solver.overlap import Pair, PairSolution
 
@@ -75,111 +71,7 @@ class LnsStats:
     sizes: list[int] = field(default_factory=list)
 
 
-class _Problem:
-    """What does not change between windows: durations, devices, dependencies with their
-    lags, FIFO successors, memory buffers per device (ticks, the solver's memory units) and
-    the overlapped pair durations."""
-
-    def __init__(self, inst: Instance, g: nx.DiGraph, *, pairs: bool) -> None:
-        self.inst = inst
-        self.dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
-        self.dev: dict[Action, int] = nx.get_node_attributes(g, "device")
-        self.succ: dict[Action, list[tuple[Action, int]]] = {a: [] for a in g}
-        self.pred: dict[Action, list[tuple[Action, int]]] = {a: [] for a in g}
-        for u, v, lag in g.edges(data="lag"):
-            self.succ[u].append((v, lag))
-            self.pred[v].append((u, lag))
-        self.fifo_next = dict(fifo_pairs(inst, self.dur))
-        ov = stage_ticks(inst).overlap
-        #: pair duration per stage of the forward (ticks); None without an overlap cost or
-        #: when the search may not form pairs
-        self.overlap: list[int] | None = None if ov is None or not pairs else list(ov)
-        self.pool, buffers = memory_buffers(inst)
-        self.buffers: dict[int, list[tuple[Action, Action, int]]] = {}
-        for f, rel, amount in buffers:
-            self.buffers.setdefault(self.dev[f], []).append((f, rel, amount))
-
-
-#: A step of an incumbent's device order: its actions — one, or an overlapped pair
-#: ``(F, B or I)``, with split backward ``(F, I, W)`` (the pair runs the ``W`` too).
-Unit = tuple[Action, ...]
-
-
-class _Incumbent:
-    """A schedule as device orders of steps with ASAP times (ticks): each action's start,
-    end, position ``(device, index)``, its step's duration and the step's tail in the order
-    graph (longest path from the step's end to the makespan), the pair partner of each paired
-    ``F``/``B``/``I``, the makespan, and the steps in start order."""
-
-    def __init__(self, pb: _Problem, orders: list[list[Unit]]) -> None:
-        run = run_orders(pb.inst, [[_engine_step(pb, u) for u in row] for row in orders])
-        if run.stuck or run.suspect:
-            raise ValueError("orders do not run")  # never for orders built here
-        self.orders = orders
-        self.start: dict[Action, int] = {}
-        self.end: dict[Action, int] = {}
-        self.pos: dict[Action, tuple[int, int]] = {}
-        self.step_dur: dict[Action, int] = {}
-        self.paired: dict[Action, Action] = {}
-        #: every step ``(start, device, index)`` by start (windows are cut from it)
-        self.by_start: list[tuple[int, int, int]] = []
-        for d, row in enumerate(orders):
-            for k, (u, t0, t1) in enumerate(zip(row, run.starts[d], run.ends[d], strict=True)):
-                self.by_start.append((t0, d, k))
-                for a in u:
-                    fused_w = len(u) > 1 and a.kind == Kind.W
-                    self.start[a], self.end[a] = (t1 if fused_w else t0), t1
-                    self.pos[a], self.step_dur[a] = (d, k), t1 - t0
-                if len(u) > 1:
-                    self.paired[u[0]], self.paired[u[1]] = u[1], u[0]
-        self.by_start.sort()
-        self.makespan = max(self.end.values(), default=0)
-        self.tail = self._tails(pb)
-
-    def _tails(self, pb: _Problem) -> dict[Action, int]:
-        """Longest path from each step's end to the makespan in the order graph
-        (dependencies with their lags, and each device's next step), in reverse topological
-        order (Kahn's algorithm: zero durations make time order ambiguous); by action."""
-        base = list(accumulate((len(row) for row in self.orders), initial=0))
-        sid = {a: base[d] + k for a, (d, k) in self.pos.items()}
-        n = base[-1]
-        dur = [0] * n
-        succ: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-        pred: list[list[int]] = [[] for _ in range(n)]
-        for d, row in enumerate(self.orders):
-            for k, u in enumerate(row):
-                v = base[d] + k
-                dur[v] = self.step_dur[u[0]]
-                out = succ[v]
-                if k + 1 < len(row):
-                    out.append((v + 1, 0))
-                for a in u:
-                    out.extend((sid[b], lag) for b, lag in pb.succ[a] if sid[b] != v)
-                for w, _ in out:
-                    pred[w].append(v)
-        waiting = [len(out) for out in succ]
-        ready = [v for v in range(n) if waiting[v] == 0]
-        tail = [0] * n
-        while ready:
-            v = ready.pop()
-            tail[v] = max((lag + dur[w] + tail[w] for w, lag in succ[v]), default=0)
-            for u in pred[v]:
-                waiting[u] -= 1
-                if waiting[u] == 0:
-                    ready.append(u)
-        return {a: tail[v] for a, v in sid.items()}
-
-
-def _engine_step(pb: _Problem, u: Unit) -> Step:
-    """A step for :func:`cpsched.engine.run_orders`: a pair of a split instance runs its
-    backward as a fused ``B``."""
-    if len(u) == 1:
-        return u[0]
-    f, b = u[0], u[1]
-    return Overlap(f, Action(Kind.B, b.stage, b.microbatch) if b.kind == Kind.I else b)
-
-
-def _units(pb: _Problem, start: Mapping[Action, int], end: Mapping[Action, int],
+def _units(pb: Problem, start: Mapping[Action, int], end: Mapping[Action, int],
            pairs: list[Pair]) -> list[list[Unit]]:
     """Device orders of steps of a timed solution: each pair one step (with split backward
     its ``W`` too), every other action alone; by (start, end)."""
@@ -213,7 +105,7 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], **kw: A
     With an overlap cost this search does not form pairs (every action keeps running alone:
     valid, pairs are allowed, never required, docs/spec.md §1); :func:`improve_pairs` does.
     """
-    pb = _Problem(inst, g, pairs=False)
+    pb = Problem(inst, g, pairs=False)
     inc, stats = search(pb, _units(pb, starts, {a: t + pb.dur[a] for a, t in starts.items()},
                                    []), **kw)
     return dict(inc.start), stats
@@ -231,7 +123,7 @@ def improve_pairs(inst: Instance, g: nx.DiGraph, solution: PairSolution, **kw: A
     Returns:
         ``(solution, stats)``: the best found, never longer, ASAP.
     """
-    pb = _Problem(inst, g, pairs=True)
+    pb = Problem(inst, g, pairs=True)
     inc, stats = search(pb, _units(pb, solution.start, solution.end, solution.pairs), **kw)
     pairs = [(u[0], u[1]) for row in inc.orders for u in row if len(u) > 1]
     return PairSolution(dict(inc.start), dict(inc.end), pairs), stats
@@ -257,12 +149,12 @@ def improve_overlap(inst: Instance, g: nx.DiGraph, solution: PairSolution, *,
                          first.seconds + more.seconds, more.makespan, first.sizes + more.sizes)
 
 
-def search(pb: _Problem, orders: list[list[Unit]], *, deadline: float | None = None,
+def search(pb: Problem, orders: list[list[Unit]], *, deadline: float | None = None,
            deterministic_time: float = 30.0, seed: int = 0, lower: int = 0,
            stop: Callable[[], bool] | None = None,
            on_improve: Callable[[int], None] | None = None,
            on_solver: Callable[[cp_model.CpSolver], None] | None = None,
-           ) -> tuple[_Incumbent, LnsStats]:
+           ) -> tuple[Incumbent, LnsStats]:
     """The window search from device ``orders`` of steps (module docstring).
 
     Args:
@@ -277,7 +169,7 @@ def search(pb: _Problem, orders: list[list[Unit]], *, deadline: float | None = N
             ``stop_search()`` ends that window at once).
     """
     t_begin = time.perf_counter()
-    inc = _Incumbent(pb, orders)
+    inc = Incumbent(pb, orders)
     stats = LnsStats(makespan=inc.makespan)
     rng = random.Random(seed)
     size, used, cursor, stale = START_WINDOW, 0.0, 0, 0
@@ -349,8 +241,8 @@ def _resize(size: int, code: int, deterministic_time: float, wall: float = 0.0) 
     return size
 
 
-def _candidate(pb: _Problem, inc: _Incumbent, solver: cp_model.CpSolver, code: int,
-               wm: WindowModel, window: set[Action]) -> _Incumbent | None:
+def _candidate(pb: Problem, inc: Incumbent, solver: cp_model.CpSolver, code: int,
+               wm: WindowModel, window: set[Action]) -> Incumbent | None:
     """The re-timed schedule with the window's new order and pairs, when the window model
     found a shorter makespan (re-timing gives that makespan or less); else None."""
     if (code not in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -368,10 +260,10 @@ def _candidate(pb: _Problem, inc: _Incumbent, solver: cp_model.CpSolver, code: i
     for d, row in enumerate(inc.orders):
         idx = [k for k, u in enumerate(row) if u[0] in window]
         orders.append(row[:idx[0]] + mid[d] + row[idx[-1] + 1:] if idx else list(row))
-    return _Incumbent(pb, orders)
+    return Incumbent(pb, orders)
 
 
-def _choose(inc: _Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Action]]:
+def _choose(inc: Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Action]]:
     """The window of ``size`` steps from the ``cursor``-th start on (every device, all
     steps starting in ``[t1, t2)``) and the actions before it, which stay; as actions."""
     order = inc.by_start

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ortools.sat.python import cp_model
 
 from cpsched.actions import Action, Kind
-
-if TYPE_CHECKING:  # the search's own types (no import at run time: lns imports this module)
-    from cpsched.solver.lns import _Incumbent, _Problem
+from cpsched.solver.lns_state import Incumbent, Problem
 
 
 @dataclass
@@ -38,7 +36,7 @@ class WindowModel:
     pair: dict[tuple[Action, Action], Any] = field(default_factory=dict)
 
 
-def window_model(pb: _Problem, inc: _Incumbent, window: set[Action], before: set[Action]
+def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[Action]
                  ) -> WindowModel | None:
     """The CP-SAT model of one window (see :mod:`cpsched.solver.lns`).  None when the window
     cannot shorten the schedule or the incumbent does not fit the model's integer memory."""
@@ -98,7 +96,7 @@ def window_model(pb: _Problem, inc: _Incumbent, window: set[Action], before: set
     return wm
 
 
-def _pairs(pb: _Problem, inc: _Incumbent, wm: WindowModel, window: set[Action],
+def _pairs(pb: Problem, inc: Incumbent, wm: WindowModel, window: set[Action],
            before: set[Action]) -> dict[Action | tuple[Action, Action], Any]:
     """Solo literals, candidate pairs and their optional intervals (module docstring), with
     the incumbent's choice as the hint; returns every interval by action or pair."""
@@ -154,7 +152,7 @@ def _pairs(pb: _Problem, inc: _Incumbent, wm: WindowModel, window: set[Action],
     return intervals
 
 
-def _order(pb: _Problem, wm: WindowModel, window: set[Action],
+def _order(pb: Problem, wm: WindowModel, window: set[Action],
            intervals: Mapping[Action | tuple[Action, Action], Any]) -> None:
     """Dependencies with their lags, FIFO order (a ``W`` only when both run alone, as in
     the full model) and ``NoOverlap`` per device inside the window."""
@@ -176,7 +174,7 @@ def _order(pb: _Problem, wm: WindowModel, window: set[Action],
         m.add_no_overlap(ivs)
 
 
-def _memory(pb: _Problem, inc: _Incumbent, wm: WindowModel, window: set[Action],
+def _memory(pb: Problem, inc: Incumbent, wm: WindowModel, window: set[Action],
             before: set[Action]) -> bool:
     """Each device's memory over the window: what the fixed part still holds is a constant
     or lasts until a window release; False if the incumbent does not fit the integer units."""
@@ -211,7 +209,7 @@ def _memory(pb: _Problem, inc: _Incumbent, wm: WindowModel, window: set[Action],
     return True
 
 
-def _avoiding(pb: _Problem, inc: _Incumbent, window: set[Action], before: set[Action],
+def _avoiding(pb: Problem, inc: Incumbent, window: set[Action], before: set[Action],
               free: list[int]) -> int:
     """The longest path that avoids the window: from the fixed part straight into the later
     part (ticks)."""
