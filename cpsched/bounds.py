@@ -89,7 +89,7 @@ def fractional_knapsack(items: Iterable[tuple[float, float, int]], capacity: flo
 
 
 @dataclass(frozen=True)
-class _WindowItem:
+class WindowItem:
     """``copies`` alike pieces of work that may fall in a window (:func:`window_idle`):
     ``parts`` ``(ticks, reach)``, each an action of ``ticks`` that cannot use ``reach`` ticks
     at one end of the window (it starts that late at the earliest, or must end that early);
@@ -101,7 +101,7 @@ class _WindowItem:
     key: int
 
 
-def window_idle(items: list[_WindowItem], limit: float, shortest: int,
+def window_idle(items: list[WindowItem], limit: float, shortest: int,
                 caps: Mapping[int, int] | None = None) -> float:
     """Least idle time (ticks) in a window of one device, at least ``shortest`` ticks long,
     whose work is copies of ``items`` all held at once within ``limit`` (docs/modelling.md §16).
@@ -132,7 +132,7 @@ def window_idle(items: list[_WindowItem], limit: float, shortest: int,
     return max(0.0, best - 1e-6 * best - 1e-3)
 
 
-def _window_lp(items: list[_WindowItem], limit: float, lo: int, hi: int | None,
+def _window_lp(items: list[WindowItem], limit: float, lo: int, hi: int | None,
                caps: Mapping[int, int]) -> float:
     """``min (Y - work)`` over windows ``lo <= Y <= hi`` using ``items`` (:func:`window_idle`)."""
     lp = pywraplp.Solver.CreateSolver("GLOP")
@@ -189,7 +189,7 @@ def _memory_idles(inst: Instance, nodes: list[Action], dur: Mapping[Action, int]
     # is released; a forward cannot start before its head
     sigma = min(head[a] for a in bwd)
     early = Counter((a.stage, dur[a], head[a] - t0) for a in fwd)
-    idle_fill = window_idle([_WindowItem(((ticks, reach),), inst.activation[s], n, s)
+    idle_fill = window_idle([WindowItem(((ticks, reach),), inst.activation[s], n, s)
                              for (s, ticks, reach), n in early.items()], limit, sigma - t0)
     # drain: after the last forward (>= tau before the end) only backward work of microbatches
     # held then remains; an action must end at least its tail before the end
@@ -200,7 +200,7 @@ def _memory_idles(inst: Instance, nodes: list[Action], dur: Mapping[Action, int]
         owed = (dur[w], tail[w]) if a.kind == Kind.I and w in dur else (0, 0)
         units[(a.kind, a.stage, dur[a], tail[a], *owed)] += 1
     # a pending I still owes its W: both under the I's weight; one unit per microbatch
-    drain = [_WindowItem(((ticks, reach), (w_ticks, w_reach)), _held(inst, Action(kind, s, 0)),
+    drain = [WindowItem(((ticks, reach), (w_ticks, w_reach)), _held(inst, Action(kind, s, 0)),
                          n, s) for (kind, s, ticks, reach, w_ticks, w_reach), n in units.items()]
     return idle_fill, window_idle(drain, limit, tau, Counter(a.stage for a in fwd))
 

@@ -14,7 +14,7 @@ from ortools.sat.python import cp_model
 from test_solver_overlap import TINY, brute_force, overlap_instances
 
 from cpsched.bounds import (
-    _WindowItem,
+    WindowItem,
     area_bound,
     area_span,
     fill_drain_bound,
@@ -100,15 +100,15 @@ def test_window_idle_by_hand() -> None:
     # cannot use the window's last 8 ticks, weight 1.  Limit 3, window >= 10:
     # at Y = 10, B has 2 ticks it can use (x_B = 2/3) and A 8 (x_A = 2): held 2.67, idle 0;
     # limit 2: x_A + x_B <= 2, so the work is at most 4 * 2 = 8 at any Y: idle 2
-    items = [_WindowItem(((4, 0),), 1.0, 5, 0), _WindowItem(((3, 8),), 1.0, 5, 1)]
+    items = [WindowItem(((4, 0),), 1.0, 5, 0), WindowItem(((3, 8),), 1.0, 5, 1)]
     assert window_idle(items, 3, 10) == pytest.approx(0.0, abs=0.01)
     assert window_idle(items, 2, 10) == pytest.approx(2.0, abs=0.01)
     # an item that needs a longer window than the shortest one, usable only past its reach:
     # at Y = 10 only A (idle 6); at Y >= 12 B adds at most Y - 12, so idle >= 8
-    late = [_WindowItem(((4, 0),), 1.0, 1, 0), _WindowItem(((5, 12),), 0.0, 1, 1)]
+    late = [WindowItem(((4, 0),), 1.0, 1, 0), WindowItem(((5, 12),), 0.0, 1, 1)]
     assert window_idle(late, 1, 10) == pytest.approx(6.0, abs=0.01)
     # a shared cap: two kinds of unit of one stage, at most 1 of them in all: 10 - 4
-    shared = [_WindowItem(((4, 0),), 0.0, 1, 7), _WindowItem(((3, 0),), 0.0, 1, 7)]
+    shared = [WindowItem(((4, 0),), 0.0, 1, 7), WindowItem(((3, 0),), 0.0, 1, 7)]
     assert window_idle(shared, 1, 10, {7: 1}) == pytest.approx(6.0, abs=0.01)
     assert window_idle(shared, 1, 0) == 0.0
 

@@ -25,9 +25,9 @@ limit 24: 2475 against 2515 (docs/modelling.md §22).
 
 With bidirectional placement (DualPipe's) a pattern places one microbatch of each direction
 (:func:`representatives`): microbatch ``m/2 + i`` runs at ``i * T`` plus its direction's
-offsets.  No registered schedule applies there with a fused backward, and none is
-memory-aware: p = 16 m = 48 F = 1 B = 2 limit 20 went from the sequential schedule's 2289 to
-187 (pattern) and 170 after the window search.
+offsets.  No registered schedule there is memory-aware (DualPipe holds ``p + 1``
+microbatches); before DualPipe ran a fused backward, p = 16 m = 48 F = 1 B = 2 limit 20 went
+from the sequential schedule's 2289 to 187 (pattern) and 170 after the window search.
 """
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     lb, g, ht = _bounds(inst)
     stop = _TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
-    warm, hint, horizon, pairs, pattern = _warm_start(inst, candidates, lb, deadline, stop)
+    warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
     cb = Progress(inst, t0, on_progress, min(lb, horizon))
     start_horizon = horizon
     hint, horizon, windows = _window_search(inst, g, hint, horizon, lb, deadline, seed,
@@ -195,7 +195,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     if windows is not None and (stop.requested or _no_time_for_model(inst, deadline)):
         return _without_model(inst, g, hint, lb, horizon, t0, warm, start_horizon, windows,
                               pattern, "" if stop.requested else NO_TIME_MESSAGE)
-    model = _model(inst, hint, horizon, lb, pairs)
+    model = _model(inst, hint, horizon, lb)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
         inst, g, ht, deadline, lb < horizon)
@@ -307,9 +307,8 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
 def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:
     """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large model
     (:data:`MODULO_MIN_ACTIONS`), scanning periods for at most :data:`MODULO_SHARE` of the
-    time left; None otherwise.  Without a memory limit it matters where
-    no registered schedule fits the instance well, e.g. bidirectional placement with a
-    fused backward, where only the sequential schedule applies."""
+    time left; None otherwise.  Without a memory limit it matters where no registered
+    schedule fits the instance well."""
     if inst.n_actions < MODULO_MIN_ACTIONS:
         return None
     until = None
@@ -430,9 +429,9 @@ def _restricted_message(model: PipelineModel) -> str:
 
 def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
                 deadline: float | None, stop: _TrackedStop
-                ) -> tuple[str, Any, int, Any, dict[str, Any] | None]:
-    """The warm start: name, hint in the model's terms, horizon (ticks), the overlapped
-    pairs the model must allow (None without an overlap cost), and ``Result.stats["modulo"]``.
+                ) -> tuple[str, Any, int, dict[str, Any] | None]:
+    """The warm start: name, hint in the model's terms (with an overlap cost a
+    :class:`PairSolution`), horizon (ticks), and ``Result.stats["modulo"]``.
     While a gap to ``lb`` is open, the modulo schedule (docs/modelling.md §22) joins the
     candidates when shorter; its stats (makespan, period, min_period, seconds, whether it
     is the warm start) are None when it did not run or found no pattern."""
@@ -452,15 +451,14 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
     if inst.overlap_forward_backward is not None:
         hint = pair_solution(inst, hint_rows)
         # fusing an overlapped I alone can only shorten it
-        return warm, hint, hint.makespan, hint.pairs, pattern
-    return warm, {a.action: inst.ticks(a.start) for a in hint_rows}, horizon, None, pattern
+        return warm, hint, hint.makespan, pattern
+    return warm, {a.action: inst.ticks(a.start) for a in hint_rows}, horizon, pattern
 
 
-def _model(inst: Instance, hint: Any, horizon: int, lb: int, pairs: Any) -> PipelineModel:
+def _model(inst: Instance, hint: Any, horizon: int, lb: int) -> PipelineModel:
     """The pipeline model at ``horizon`` with the hint added (its pairs always allowed)."""
-    if isinstance(hint, PairSolution):
-        pairs = hint.pairs
-    model = PipelineModel(inst, horizon, min(lb, horizon), pairs=pairs or ())
+    pairs = hint.pairs if isinstance(hint, PairSolution) else ()
+    model = PipelineModel(inst, horizon, min(lb, horizon), pairs=pairs)
     model.add_hint(hint)
     return model
 

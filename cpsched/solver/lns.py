@@ -43,11 +43,11 @@ from typing import Any
 import networkx as nx
 from ortools.sat.python import cp_model
 
-from cpsched.actions import Action, Kind
+from cpsched.actions import Action
 from cpsched.instance import Instance
-from cpsched.solver.lns_state import Incumbent, Problem, Unit
+from cpsched.solver.lns_state import Incumbent, Problem, Unit, unit_orders
 from cpsched.solver.lns_window import WindowModel, window_model
-from cpsched.solver.overlap import Pair, PairSolution
+from cpsched.solver.overlap import PairSolution
 
 #: Fewer actions than this: the full model is small enough, the search is not used.
 MIN_ACTIONS = 1500
@@ -73,23 +73,6 @@ class LnsStats:
     sizes: list[int] = field(default_factory=list)
 
 
-def _units(pb: Problem, start: Mapping[Action, int], end: Mapping[Action, int],
-           pairs: list[Pair]) -> list[list[Unit]]:
-    """Device orders of steps of a timed solution: each pair one step (with split backward
-    its ``W`` too), every other action alone; by (start, end)."""
-    units = [_pair_unit(f, b) for f, b in pairs]
-    covered = {a for u in units for a in u}
-    units += [(a,) for a in start if a not in covered]
-    orders: list[list[Unit]] = [[] for _ in range(pb.inst.p)]
-    for u in sorted(units, key=lambda u: (start[u[0]], end[u[0]])):
-        orders[pb.dev[u[0]]].append(u)
-    return orders
-
-
-def _pair_unit(f: Action, b: Action) -> Unit:
-    return (f, b, Action(Kind.W, b.stage, b.microbatch)) if b.kind == Kind.I else (f, b)
-
-
 def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], **kw: Any
             ) -> tuple[dict[Action, int], LnsStats]:
     """Shorten a valid schedule by re-scheduling one time window at a time (module docstring).
@@ -108,7 +91,7 @@ def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], **kw: A
     valid, pairs are allowed, never required, docs/spec.md §1); :func:`improve_pairs` does.
     """
     pb = Problem(inst, g, pairs=False)
-    inc, stats = search(pb, _units(pb, starts, {a: t + pb.dur[a] for a, t in starts.items()},
+    inc, stats = search(pb, unit_orders(pb, starts, {a: t + pb.dur[a] for a, t in starts.items()},
                                    []), **kw)
     return dict(inc.start), stats
 
@@ -126,7 +109,7 @@ def improve_pairs(inst: Instance, g: nx.DiGraph, solution: PairSolution, **kw: A
         ``(solution, stats)``: the best found, never longer, ASAP.
     """
     pb = Problem(inst, g, pairs=True)
-    inc, stats = search(pb, _units(pb, solution.start, solution.end, solution.pairs), **kw)
+    inc, stats = search(pb, unit_orders(pb, solution.start, solution.end, solution.pairs), **kw)
     pairs = [(u[0], u[1]) for row in inc.orders for u in row if len(u) > 1]
     return PairSolution(dict(inc.start), dict(inc.end), pairs), stats
 
@@ -252,12 +235,8 @@ def _candidate(pb: Problem, inc: Incumbent, solver: cp_model.CpSolver, code: int
         return None
     start = {a: solver.value(v) for a, v in wm.start.items()}
     end = {a: solver.value(v) for a, v in wm.end.items()}
-    units = [_pair_unit(f, b) for (f, b), x in wm.pair.items() if solver.boolean_value(x)]
-    covered = {a for u in units for a in u}
-    units += [(a,) for a in window if a not in covered]
-    mid: dict[int, list[Unit]] = {}
-    for u in sorted(units, key=lambda u: (start[u[0]], end[u[0]])):
-        mid.setdefault(pb.dev[u[0]], []).append(u)
+    mid = unit_orders(pb, start, end,
+                      [fb for fb, x in wm.pair.items() if solver.boolean_value(x)])
     orders = []
     for d, row in enumerate(inc.orders):
         idx = [k for k, u in enumerate(row) if u[0] in window]

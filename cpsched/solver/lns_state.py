@@ -6,6 +6,7 @@ tails (:class:`Incumbent`).  Used by :mod:`cpsched.solver.lns` (the search) and
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from itertools import accumulate
 
 import networkx as nx
@@ -16,6 +17,7 @@ from cpsched.graph import memory_buffers
 from cpsched.instance import Instance
 from cpsched.rules import stage_ticks
 from cpsched.solver.constraints import fifo_pairs
+from cpsched.solver.overlap import Pair
 
 
 class Problem:
@@ -55,7 +57,7 @@ class Incumbent:
     ``F``/``B``/``I``, the makespan, and the steps in start order."""
 
     def __init__(self, pb: Problem, orders: list[list[Unit]]) -> None:
-        run = run_orders(pb.inst, [[engine_step(pb, u) for u in row] for row in orders])
+        run = run_orders(pb.inst, [[engine_step(u) for u in row] for row in orders])
         if run.stuck or run.suspect:
             raise ValueError("orders do not run")  # never for orders built here
         self.orders = orders
@@ -113,7 +115,7 @@ class Incumbent:
         return {a: tail[v] for a, v in sid.items()}
 
 
-def engine_step(pb: Problem, u: Unit) -> Step:
+def engine_step(u: Unit) -> Step:
     """A step for :func:`cpsched.engine.run_orders`: a pair of a split instance runs its
     backward as a fused ``B``."""
     if len(u) == 1:
@@ -122,4 +124,18 @@ def engine_step(pb: Problem, u: Unit) -> Step:
     return Overlap(f, Action(Kind.B, b.stage, b.microbatch) if b.kind == Kind.I else b)
 
 
-__all__ = ["Incumbent", "Problem", "Unit", "engine_step"]
+def unit_orders(pb: Problem, start: Mapping[Action, int], end: Mapping[Action, int],
+                pairs: Iterable[Pair]) -> list[list[Unit]]:
+    """Device orders of the steps of the timed actions ``start``/``end`` (ticks): each pair a
+    step (with split backward its ``W`` too), every other action alone; by (start, end)."""
+    units: list[Unit] = [(f, b, Action(Kind.W, b.stage, b.microbatch)) if b.kind == Kind.I
+                         else (f, b) for f, b in pairs]
+    covered = {a for u in units for a in u}
+    units += [(a,) for a in start if a not in covered]
+    orders: list[list[Unit]] = [[] for _ in range(pb.inst.p)]
+    for u in sorted(units, key=lambda u: (start[u[0]], end[u[0]])):
+        orders[pb.dev[u[0]]].append(u)
+    return orders
+
+
+__all__ = ["Incumbent", "Problem", "Unit", "engine_step", "unit_orders"]
