@@ -88,6 +88,25 @@ def step_actions(step: Step) -> tuple[Action, ...]:
     return (step.forward, step.backward) if isinstance(step, Overlap) else (step,)
 
 
+def fuse_backwards(orders: DeviceOrders) -> DeviceOrders:
+    """A split-backward schedule's orders run with a fused backward: every ``I`` becomes a
+    ``B`` in its place (in an overlapped pair too) and every ``W`` is dropped, shape
+    ``(p, steps)`` as given.
+
+    The result is valid for the instance with ``split_backward = false``: a ``B`` needs what
+    its ``I`` needed, and frees the stage's whole activation where the ``I`` freed part of it,
+    so no device holds more at any point of its order.  Its times are those of the split
+    orders with ``I`` lasting ``B`` and ``W`` lasting 0.  cpsched's extension (the published
+    V schedules split the backward), docs/spec.md §6.
+    """
+    def fused(a: Action) -> Action:
+        return Action(Kind.B, a.stage, a.microbatch) if a.kind == Kind.I else a
+
+    return [[Overlap(fused(s.forward), fused(s.backward)) if isinstance(s, Overlap)
+             else fused(s) for s in row if isinstance(s, Overlap) or s.kind != Kind.W]
+            for row in orders]
+
+
 def default_actions(instance: Instance) -> list[Action]:
     """Every action of the instance when no fused B is chosen: ``F`` and ``B`` per (stage,
     microbatch), or ``F``, ``I``, ``W`` with ``split_backward``.  Order: microbatch, stage,
@@ -132,5 +151,5 @@ def format_orders(orders: Sequence[Iterable[Step]]) -> str:
 
 __all__ = [
     "Action", "B", "DeviceOrders", "F", "I", "Kind", "Overlap", "Step", "TimedAction", "W",
-    "default_actions", "format_orders", "step_actions",
+    "default_actions", "format_orders", "fuse_backwards", "step_actions",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter, deque
 
 from cpsched.instance import Instance
+from cpsched.actions import fuse_backwards
 from cpsched.model import Action, DeviceOrders, Kind, Overlap, Step
 from cpsched.schedules.basic import (
     chunk_table,
@@ -48,11 +49,11 @@ def _check_interleaved_zb(inst: Instance) -> str | None:
 
 
 def _check_zbv(inst: Instance) -> str | None:
-    return _need_v(inst, "zbv") or _need_split(inst, "zbv")
+    return _need_v(inst, "zbv")
 
 
 def _check_dualpipev(inst: Instance) -> str | None:
-    why = _need_v(inst, "dualpipev") or _need_split(inst, "dualpipev")
+    why = _need_v(inst, "dualpipev")
     if why:
         return why
     if inst.m < 2 * inst.p:
@@ -175,8 +176,8 @@ def _zbv_rank(p: int, m: int, r: int) -> list[Step]:
 
 
 @register("zbv", summary="Zero Bubble V (ZB-V): V placement, split backward, W fills bubbles",
-          preconditions='placement "v" (stages_per_device = 2); split_backward = true; '
-                        "any microbatches",
+          preconditions='placement "v" (stages_per_device = 2); any microbatches (a fused '
+                        "backward runs B for I and no W)",
           source="Zero Bubble Pipeline Parallelism, Qi et al. 2023 (arXiv:2401.10241) §6, ZB-V; "
                  "PyTorch ScheduleZBVZeroBubble",
           check=_check_zbv)
@@ -194,8 +195,12 @@ def zbv(inst: Instance) -> DeviceOrders:
     * steady: ``n - p`` × (F0 while fewer than ``n``, I0, W0, F1, I1, W1);
     * cool-down: ``r`` × (I0, I1); ``p - r`` × (I0, W0); the ``r`` remaining W1, then the
       ``r`` remaining W0.
+
+    With a fused backward every ``I`` runs as ``B`` and no ``W`` runs
+    (:func:`~cpsched.actions.fuse_backwards`).
     """
-    return [_zbv_rank(inst.p, inst.m, r) for r in range(inst.p)]
+    orders = [_zbv_rank(inst.p, inst.m, r) for r in range(inst.p)]
+    return orders if inst.split_backward else fuse_backwards(orders)
 
 
 # ------------------------------------------------------------------ DualPipeV
@@ -265,8 +270,8 @@ def _dualpipev_rank(p: int, m: int, r: int) -> list[Step]:
 
 @register("dualpipev",
           summary="DualPipe-V: V placement, overlapped F&B pairs, fused B and split I/W mixed",
-          preconditions='placement "v" (stages_per_device = 2); split_backward = true; '
-                        "microbatches >= 2 * devices",
+          preconditions='placement "v" (stages_per_device = 2); microbatches >= 2 * devices '
+                        "(a fused backward runs B for I and no W)",
           source="DeepSeek-V3 technical report (arXiv:2412.19437), DualPipe-V variant "
                  "(github.com/deepseek-ai/DualPipe); PyTorch ScheduleDualPipeV",
           check=_check_dualpipev)
@@ -292,5 +297,9 @@ def dualpipev(inst: Instance) -> DeviceOrders:
        ``(r + 1) // 2``; even r: before its B0)
     7. ``p - r - 1`` × (W, B0 or I0)
     8. the remaining W's (``r + 1`` of them).
+
+    With a fused backward every ``I`` runs as ``B`` and no ``W`` runs
+    (:func:`~cpsched.actions.fuse_backwards`).
     """
-    return [_dualpipev_rank(inst.p, inst.m, r) for r in range(inst.p)]
+    orders = [_dualpipev_rank(inst.p, inst.m, r) for r in range(inst.p)]
+    return orders if inst.split_backward else fuse_backwards(orders)

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import NoReturn
 
-from cpsched.actions import Action, DeviceOrders, Kind, Step
+from cpsched.actions import Action, DeviceOrders, Kind, Step, fuse_backwards
 from cpsched.instance import Instance
 from cpsched.schedules.registry import register
 
@@ -333,15 +333,13 @@ def _check(name: str) -> Callable[[Instance], str | None]:
         if inst.placement != "v":
             return (f'pipeline.placement = "{inst.placement}": {name} needs "v" '
                     "(stages_per_device = 2, device d holds stages d and 2p - 1 - d)")
-        if not inst.split_backward:
-            return (f"pipeline.split_backward = false: {name} needs true (it places the "
-                    "input-gradient I and weight-gradient W backwards separately)")
         return None
 
     return check
 
 
-_PRE = 'placement "v" (stages_per_device = 2); split_backward = true; any devices, microbatches'
+_PRE = ('placement "v" (stages_per_device = 2); any devices, microbatches (a fused backward '
+        "runs B for I and no W)")
 
 
 @register("v-half", summary="V-Half: V schedule with about half of 1F1B's activation memory",
@@ -355,9 +353,11 @@ def v_half(inst: Instance) -> DeviceOrders:
     Source: docs/references.md#controllable-memory (NeurIPS 2024, V-Half; the Zero Bubble
     repository's stable pattern, ``put_w`` and greedy reorder).  Peak memory at most
     ``(p + 2) // 2`` microbatches of a device's activations; the order depends on ``p`` and
-    ``m`` only.
+    ``m`` only.  With a fused backward every ``I`` runs as ``B`` and no ``W`` runs
+    (:func:`~cpsched.actions.fuse_backwards`; the peak is then no higher).
     """
-    return controllable_orders(inst.p, inst.m, "half")
+    orders = controllable_orders(inst.p, inst.m, "half")
+    return orders if inst.split_backward else fuse_backwards(orders)
 
 
 @register("v-min", summary="V-Min: V schedule with about a third of 1F1B's activation memory",
@@ -370,6 +370,8 @@ def v_min(inst: Instance) -> DeviceOrders:
 
     Source: docs/references.md#controllable-memory (NeurIPS 2024, V-Min).  Peak memory at
     most ``(p + 4) // 3`` microbatches of a device's activations; the order depends on ``p``
-    and ``m`` only.
+    and ``m`` only.  With a fused backward every ``I`` runs as ``B`` and no ``W`` runs
+    (:func:`~cpsched.actions.fuse_backwards`; the peak is then no higher).
     """
-    return controllable_orders(inst.p, inst.m, "min")
+    orders = controllable_orders(inst.p, inst.m, "min")
+    return orders if inst.split_backward else fuse_backwards(orders)
