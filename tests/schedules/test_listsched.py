@@ -234,3 +234,29 @@ def test_unlimited_portfolio_valid_and_no_worse_than_dfs(data: st.DataObject, p:
     assert validate(sched) == []
     assert sched.makespan == inst.from_ticks(res.makespan)
     assert res.makespan <= pipeline_list_schedule(inst, portfolio=False).makespan
+
+
+def test_loose_admission_runs_close_the_portfolio() -> None:
+    """After the portfolio and its restarts, runs with a loose admission slack (4 and 8
+    times the largest stage activation, listsched._LOOSE): V placement p6 m24 F=I=W=1,
+    activation 0.5, limit 4 goes from 157 (the portfolio alone) to 155; the result is never
+    longer than any of those runs, and it fits the limit."""
+    from cpsched.schedules import listsched
+
+    inst = make(6, 24, 2, F=1, I=1, W=1, placement="v", limit=4, activation=0.5)
+    res = pipeline_list_schedule(inst)
+    assert inst.from_ticks(res.makespan) == 155
+    pb = Problem(inst)
+    for rule, k in listsched._LOOSE:
+        run = listsched.run_rule(pb, rule, None, True, k * 0.5)
+        assert res.makespan <= run.makespan
+    sched = simulate(inst, res.orders)
+    assert validate(sched) == [] and sched.makespan == 155
+
+
+def test_portfolio_without_loose_runs_is_longer_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpsched.schedules import listsched
+
+    monkeypatch.setattr(listsched, "_LOOSE", ())
+    inst = make(6, 24, 2, F=1, I=1, W=1, placement="v", limit=4, activation=0.5)
+    assert inst.from_ticks(pipeline_list_schedule(inst).makespan) == 157
