@@ -34,8 +34,9 @@ keys, then a few runs with a loose admission slack (:data:`_LOOSE`: 4 and 8 larg
 activations; a device then fills its limit while it waits for its first backward, which pays
 where memory sets the pace — p16 v2 m64 limit 24: 2515 -> 2380; V-Min's profiled p16 m128:
 1080 -> 947); the smallest makespan wins (ties: the earlier run), so the ``ilv`` runs and the
-loose ones can only improve on the rest.  It stops when a run reaches the lower bound, and spends at most ``budget`` action
-starts on the configurations and restarts (the two ``ilv`` runs come on top): when
+loose ones can only improve on the rest.  It stops when a run reaches the lower bound, and
+spends at most ``budget`` action starts on the configurations and restarts (the two ``ilv``
+runs and the loose ones come on top): when
 they do not all fit, an evenly spread subset of the configurations runs and a quarter of the
 budget goes to restarts (deterministic for a given ``seed``).
 

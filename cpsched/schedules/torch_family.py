@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from cpsched.instance import Instance
 from cpsched.actions import fuse_backwards
+from cpsched.instance import Instance
 from cpsched.model import Action, DeviceOrders, Kind, Overlap, Step
 from cpsched.schedules.basic import (
     chunk_table,
