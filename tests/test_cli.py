@@ -458,11 +458,12 @@ def test_large_solve_reports_the_window_search(tmp_path: Path) -> None:
     line = next(x for x in r.output.splitlines() if x.startswith("window search:"))
     start, end = (float(x) for x in line.split(", ")[-1].split(" -> "))
     data = json.loads((tmp_path / "p16-loop-v2-m64-lim24.json").read_text())
-    # from the warm start (the modulo pattern's 2475, docs/modelling.md §22; list's 2515
-    # or more if a slow machine cuts the scan), never longer, and the schedule written is
-    # at least as short
+    # from the warm start (the list portfolio's 2380 with its loose-admission runs, or more
+    # if a slow machine cuts the portfolio; else the modulo pattern's 2475, docs/modelling.md
+    # §22), never longer, and the schedule written is at least as short
     assert start == data["warm_start_makespan"] and end <= start
-    assert start == 2475 if data["warm_start"] == "modulo" else start >= 2515
+    assert data["warm_start"] in ("list", "modulo")
+    assert start == 2475 if data["warm_start"] == "modulo" else start >= 2380
     if data["warm_start"] == "modulo":  # and it says so
         mp = next(x for x in r.output.splitlines() if x.startswith("modulo pattern:"))
         assert mp.startswith("modulo pattern: period 32 (at least 30), 2475 in ")
