@@ -445,8 +445,10 @@ def test_ctrl_c_during_solve_keeps_the_best_schedule(tmp_path: Path) -> None:
     assert "interrupted: kept the best schedule" in out and "Traceback" not in err
     path = tmp_path / "p16-loop-v2-m64-lim24.json"
     data = json.loads(path.read_text())
-    # the solver's best so far (the window search runs at this point), not the warm start
-    assert data["status"] == "FEASIBLE" and 0 < data["makespan"] <= 2515
+    # the best so far: the solver's (the window search runs at this point) or, when the
+    # solver has nothing better yet, the best valid known schedule (list's 2380, or more
+    # when a slow machine cuts the portfolio); never longer than that
+    assert data["status"] in ("FEASIBLE", "HEURISTIC") and 0 < data["makespan"] <= 2515
     assert run("validate", str(SCALE), str(path)).exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no PNG, no temp file
 

@@ -36,7 +36,7 @@ where memory sets the pace — p16 v2 m64 limit 24: 2515 -> 2380; V-Min's profil
 1080 -> 947); the smallest makespan wins (ties: the earlier run), so the ``ilv`` runs and the
 loose ones can only improve on the rest.  It stops when a run reaches the lower bound, and
 spends at most ``budget`` action starts on the configurations and restarts (the two ``ilv``
-runs and the loose ones come on top): when
+runs and the loose ones come on top, as many as the budget has runs): when
 they do not all fit, an evenly spread subset of the configurations runs and a quarter of the
 budget goes to restarts (deterministic for a given ``seed``).
 
@@ -343,7 +343,8 @@ def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
             best = res
             best.config += f" jitter(seed={seed}, run {k})"
     amax = max(inst.activation)
-    for rule, k in _LOOSE if full and memory else ():
+    loose = (_LOOSE if runs_left is None else _LOOSE[:runs_left]) if full and memory else ()
+    for rule, k in loose:
         if done():
             break
         res = _run_config(pb, (rule, None, k * amax, "lazy", None), memory)
