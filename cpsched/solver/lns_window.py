@@ -20,6 +20,7 @@ from ortools.sat.python import cp_model
 
 from cpsched.actions import Action, Kind
 from cpsched.solver.lns_state import Incumbent, Problem
+from cpsched.solver.overlap import pair_dominated
 
 
 @dataclass
@@ -119,7 +120,8 @@ def _pairs(pb: Problem, inc: Incumbent, wm: WindowModel, window: set[Action],
         for b in bs.get(dev[f], ()):
             full = dur[b] + (dur[Action(Kind.W, b.stage, b.microbatch)] if bk == Kind.I else 0)
             known = inc.paired.get(f) == b
-            if b.microbatch == f.microbatch or (p_dur >= dur[f] + full and not known):
+            if b.microbatch == f.microbatch or (pair_dominated(p_dur, dur[f], full)
+                                                 and not known):
                 continue
             x = m.new_bool_var("")
             m.add_hint(x, known)

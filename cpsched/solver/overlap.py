@@ -45,6 +45,15 @@ MAX_PAIRS = 20_000
 Pair = tuple[Action, Action]
 
 
+def pair_dominated(pair: int, forward: int, full_backward: int) -> bool:
+    """Whether an overlapped F&B pair lasting ``pair`` ticks is dominated: its forward
+    (``forward`` ticks) and its full backward (``B``, or with split backward the ``I`` and its
+    ``W``) back to back last no longer, so the pair is never worth forming
+    (docs/modelling.md §15).  The full model and the window search skip such candidates
+    unless the warm start already has the pair."""
+    return pair >= forward + full_backward
+
+
 @dataclass
 class PairSolution:
     """A solution in the overlap model's terms (ticks): ``start`` and ``end`` of every default
@@ -199,8 +208,8 @@ class OverlapTiming:
                     if f.microbatch == b.microbatch:
                         continue  # F(s, i) precedes every backward of microbatch i
                     if (f, b) not in self.forced_pairs:
-                        if dur >= self.rg.duration(f) + self._full_backward(b):
-                            continue  # dominated: the two back to back are never worse
+                        if pair_dominated(dur, self.rg.duration(f), self._full_backward(b)):
+                            continue
                         lo = max(head[f], head[b])
                         hi = min(H - tail[f] - rel[f], H - tail[b] - rel[b])
                         if lo > hi or lo + dur > H - max(tail[f], tail[b]):
