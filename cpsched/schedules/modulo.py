@@ -163,7 +163,6 @@ def place_outward(inst: Instance, period: int, w_last: bool = True) -> Pattern |
     S, kinds = inst.num_stages, default_kinds(inst)
     busy: list[list[tuple[int, int]]] = [[] for _ in range(inst.p)]
     offsets: dict[Action, int] = {}
-    lat = inst.ticks(inst.p2p_latency)
 
     def put(a: Action, o: int | None) -> bool:
         if o is None:
@@ -188,8 +187,8 @@ def place_outward(inst: Instance, period: int, w_last: bool = True) -> Pattern |
                 hi = base
             else:
                 nxt = Action(Kind.F, s + 1, i)
-                gap = lat if inst.device_of(s + 1, i) != inst.device_of(s, i) else 0
-                hi = offsets[nxt] - gap - duration(inst, f)
+                (_, lag), = dependencies(inst, nxt, _no_fused)  # F(s) with its lag
+                hi = offsets[nxt] - lag - duration(inst, f)
             if not put(f, _latest(dev, period, hi, duration(inst, f))):
                 return None
             b = Action(kinds[1], s, i)
