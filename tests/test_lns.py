@@ -22,6 +22,8 @@ from cpsched.model import Schedule
 from cpsched.schedules import run_all
 from cpsched.schedules.registry import run_schedule
 from cpsched.schedules.transforms import sequential_schedule
+from cpsched.solver.lns_state import Incumbent, Problem, unit_orders
+from cpsched.solver.lns_window import window_model
 from cpsched.solver.overlap import pair_solution
 from cpsched.solver.pipeline_model import solution_schedule, timed_schedule
 from cpsched.solver.warm_start import best_warm_start
@@ -108,6 +110,69 @@ def test_never_invalid_never_longer(p: int, v: int, m: int, split: bool, w: int,
     assert not validate(out)
     assert out.makespan <= seq.makespan
     assert inst.ticks(out.makespan) >= facade.combinatorial_bound(inst)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(p=st.integers(2, 4), v=st.integers(1, 2), m=st.integers(4, 10),
+       slack=st.integers(0, 2), size=st.sampled_from([8, 20, 60]),
+       pairs=st.booleans())
+def test_a_plateau_window_moves_nothing_later(p: int, v: int, m: int, slack: int, size: int,
+                                              pairs: bool) -> None:
+    # docs/modelling.md §17, plateau sweeps: a window whose boundary actions may not end
+    # later never delays an action after it, nor the makespan; an accepted plateau move
+    # starts some action earlier
+    kw: dict = ({"F": 1, "I": 1, "W": 1, "placement": "bidirectional", "overlap": 2.5}
+                if pairs else {})
+    v = 1 if pairs else v  # bidirectional placement has one stage per device
+    p = 2 * (p // 2) if pairs else p  # and an even number of devices
+    inst = make(p, v, 2 * m if pairs else m, limit=v + 1 + slack, **kw)
+    g = build_task_graph(inst)
+    pb = Problem(inst, g, pairs=pairs)
+    name, rows, _ = best_warm_start(inst, run_all(inst))
+    if pairs:
+        sol = pair_solution(inst, rows)
+        orders = unit_orders(pb, sol.start, sol.end, sol.pairs)
+    else:
+        start = {a.action: inst.ticks(a.start) for a in rows}
+        orders = unit_orders(pb, start, {a: t + pb.dur[a] for a, t in start.items()}, [])
+    inc = Incumbent(pb, orders)
+    for cursor in range(0, len(inc.by_start), max(1, size // 2)):
+        window, before = lns._choose(inc, cursor, size)
+        wm = window_model(pb, inc, window, before, plateau=True)
+        if wm is None:
+            continue
+        solver = lns._window_solver(0, 1.0, None)
+        code = solver.solve(wm.model)
+        cand = lns._candidate(pb, inc, solver, code, wm, window, plateau=True)
+        if cand is None:
+            continue
+        assert cand.makespan <= inc.makespan
+        later = [a for a in inc.start if a not in window and a not in before
+                 and cand.start[a] > inc.start[a]]
+        assert later == []
+        if sum(cand.end.values()) < sum(inc.end.values()):
+            inc = cand  # go on from the move, as the search does
+    out = _as_schedule(inst, dict(inc.start)) if not pairs else None
+    assert out is None or not validate(out)
+
+
+def test_the_cool_down_is_searched_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/modelling.md §17, the cool-down first: the first window is the end of the
+    # schedule, of DRAIN_WINDOW actions (at most half of them), and the result is valid and
+    # reproducible
+    monkeypatch.setattr(lns, "DRAIN_WINDOW", 150)
+    inst = make(8, 2, 24, limit=8, latency=1)
+    name, rows, horizon = best_warm_start(inst, run_all(inst))
+    start = {a.action: inst.ticks(a.start) for a in rows}
+    g = build_task_graph(inst)
+    a, sa = lns.improve(inst, g, start, deterministic_time=4)
+    b, sb = lns.improve(inst, g, start, deterministic_time=4)
+    assert a == b and sa.sizes == sb.sizes
+    assert 150 <= sa.sizes[0] <= 165  # whole steps starting at the same tick may join it
+    out = _as_schedule(inst, a)
+    assert not validate(out)
+    assert inst.ticks(out.makespan) == sa.makespan <= horizon
 
 
 def test_stops_at_once_when_asked_or_at_the_bound() -> None:

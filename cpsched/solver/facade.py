@@ -318,10 +318,12 @@ def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Sched
 
 
 def _window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] | None:
-    """``Result.stats["window_search"]``: windows solved, improvements, seconds, makespan."""
+    """``Result.stats["window_search"]``: windows solved, improvements, plateau moves,
+    seconds, makespan."""
     if stats is None:
         return None
     return {"windows": stats.windows, "improvements": stats.improvements,
+            "plateau_moves": stats.plateau_moves,
             "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
 
 

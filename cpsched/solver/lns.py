@@ -18,6 +18,12 @@ start within minutes.  This search improves it one *time window* at a time:
 3. the new device orders (before, window by new start, after) are re-timed by the simulator and
    kept when the makespan is shorter.
 
+The search starts with large windows over the *end* of the schedule (:func:`_drain_windows`:
+the cool-down, which sweeps from the start reach last), then sweeps windows from the start;
+after a sweep without a shorter schedule it sweeps once with *plateau* windows, which keep a
+schedule as long as before when nothing after the window gets later and some work earlier
+(docs/modelling.md §17).
+
 Every step is exact, not a guess: on a device the window is a contiguous part of its order and
 keeps the same actions, so the memory a device holds after the window — which depends on its
 own order only (a stage's activation is allocated and freed on its device) — is unchanged; and
@@ -55,19 +61,31 @@ MIN_ACTIONS = 1500
 START_WINDOW, MIN_WINDOW, MAX_WINDOW = 400, 120, 2500
 #: CP-SAT deterministic time and wall seconds per window.
 WINDOW_DETERMINISTIC_TIME, WINDOW_SECONDS = 1.0, 3.0
-#: The search ends after this many sweeps over the whole schedule without a shorter one; with
+#: The search ends after this many sweeps in a row over the whole schedule that changed nothing
+#: (no shorter schedule, no plateau move); with
 #: pairs more (their windows mostly end at their time limit unproven, so sweeps at other
 #: offsets still find shorter ones: DualPipe p16 m32 stopped at 97.5 after 2, 97.0 with 6).
 MAX_STALE_SWEEPS, MAX_STALE_SWEEPS_WITH_PAIRS = 2, 6
+#: After a sweep without a shorter schedule, sweep once with plateau windows: moves that keep
+#: the makespan and leave nothing after the window later, some of it earlier
+#: (docs/modelling.md §17, *Plateau sweeps*).
+PLATEAU = True
+#: The cool-down first (:func:`_drain_windows`): share of the budget, first window size
+#: (actions), CP-SAT deterministic time and wall seconds per window, windows in a row
+#: without a shorter schedule before the sweeps start.
+DRAIN_SHARE = 0.4
+DRAIN_WINDOW, DRAIN_DETERMINISTIC_TIME, DRAIN_SECONDS, DRAIN_TRIES = 1000, 8.0, 15.0, 3
 
 
 @dataclass
 class LnsStats:
     """What :func:`improve` did: windows solved, windows that made the schedule shorter,
-    seconds, the makespan reached (ticks) and each window's size (actions)."""
+    plateau moves (as long, work earlier), seconds, the makespan reached (ticks) and each
+    window's size (actions)."""
 
     windows: int = 0
     improvements: int = 0
+    plateau_moves: int = 0
     seconds: float = 0.0
     makespan: int = 0
     sizes: list[int] = field(default_factory=list)
@@ -131,7 +149,8 @@ def improve_overlap(inst: Instance, g: nx.DiGraph, solution: PairSolution, *,
         return sol, first
     sol, more = improve_pairs(inst, g, sol, deadline=deadline, stop=stop, **kw)
     return sol, LnsStats(first.windows + more.windows, first.improvements + more.improvements,
-                         first.seconds + more.seconds, more.makespan, first.sizes + more.sizes)
+                         first.plateau_moves + more.plateau_moves, first.seconds + more.seconds,
+                         more.makespan, first.sizes + more.sizes)
 
 
 def search(pb: Problem, orders: list[list[Unit]], *, deadline: float | None = None,
@@ -140,7 +159,9 @@ def search(pb: Problem, orders: list[list[Unit]], *, deadline: float | None = No
            on_improve: Callable[[int], None] | None = None,
            on_solver: Callable[[cp_model.CpSolver], None] | None = None,
            ) -> tuple[Incumbent, LnsStats]:
-    """The window search from device ``orders`` of steps (module docstring).
+    """The window search from device ``orders`` of steps (module docstring): first large
+    windows over the end of the schedule (:func:`_drain_windows`), then sweeps of windows
+    from its start.
 
     Args:
         deadline: ``time.perf_counter()`` value to stop by (None: only the deterministic
@@ -153,65 +174,155 @@ def search(pb: Problem, orders: list[list[Unit]], *, deadline: float | None = No
         on_solver: called with each window's ``CpSolver`` before it solves (its
             ``stop_search()`` ends that window at once).
     """
-    t_begin = time.perf_counter()
-    inc = Incumbent(pb, orders)
-    stats = LnsStats(makespan=inc.makespan)
-    rng = random.Random(seed)
-    size, used, cursor, stale = START_WINDOW, 0.0, 0, 0
-    while used < deterministic_time and inc.makespan > lower:
-        if stop is not None and stop():
-            break
-        left = None if deadline is None else deadline - time.perf_counter()
-        if left is not None and left < 0.2:
-            break
-        n = len(inc.by_start)
-        if cursor >= n:  # a sweep over the schedule ended
-            cursor, stale = 0, stale + 1
-            if stale > (MAX_STALE_SWEEPS if pb.overlap is None else MAX_STALE_SWEEPS_WITH_PAIRS):
-                break
-        window, before = _choose(inc, cursor, min(size, n))
-        cursor += max(1, size // 2) + rng.randrange(max(1, size // 4))
-        wm = window_model(pb, inc, window, before)
-        stats.windows += 1
-        stats.sizes.append(len(window))
+    run = _Search(pb, Incumbent(pb, orders), deadline, deterministic_time, seed, lower, stop,
+                  on_improve, on_solver)
+    _drain_windows(run)
+    _sweeps(run)
+    run.stats.seconds = time.perf_counter() - run.t_begin
+    run.stats.makespan = run.inc.makespan
+    return run.inc, run.stats
+
+
+@dataclass
+class _Search:
+    """The search's state and options (arguments as :func:`search`)."""
+
+    pb: Problem
+    inc: Incumbent
+    deadline: float | None
+    deterministic_time: float
+    seed: int
+    lower: int
+    stop: Callable[[], bool] | None
+    on_improve: Callable[[int], None] | None
+    on_solver: Callable[[cp_model.CpSolver], None] | None
+    used: float = 0.0
+    t_begin: float = field(default_factory=time.perf_counter)
+    stats: LnsStats = field(default_factory=LnsStats)
+
+    def left(self) -> float | None:
+        """Seconds to the deadline (None without one)."""
+        return None if self.deadline is None else self.deadline - time.perf_counter()
+
+    def over(self) -> bool:
+        """Budget spent, bound reached, Ctrl-C, or under 0.2 s to the deadline."""
+        left = self.left()
+        return (self.used >= self.deterministic_time or self.inc.makespan <= self.lower
+                or (self.stop is not None and self.stop()) or (left is not None and left < 0.2))
+
+    def window(self, window: set[Action], before: set[Action], deterministic_time: float,
+               seconds: float, plateau: bool = False) -> tuple[int, float, float] | None:
+        """Solve one window and keep a shorter schedule (with ``plateau`` also one that
+        moves work earlier at the same makespan).  Returns ``(CP-SAT status, deterministic
+        time, wall seconds when they count)``, or None when the window has no model or
+        Ctrl-C came first."""
+        wm = window_model(self.pb, self.inc, window, before, plateau)
+        self.stats.windows += 1
+        self.stats.sizes.append(len(window))
         if wm is None:
-            continue
-        solver = _window_solver(seed + stats.windows,
-                                min(WINDOW_DETERMINISTIC_TIME, deterministic_time - used), left)
-        if on_solver is not None:
-            on_solver(solver)
-        if stop is not None and stop():
-            break
+            return None
+        left = self.left()
+        solver = _window_solver(self.seed + self.stats.windows,
+                                min(deterministic_time, self.deterministic_time - self.used),
+                                left, seconds)
+        if self.on_solver is not None:
+            self.on_solver(solver)
+        if self.stop is not None and self.stop():
+            return None
         code = solver.solve(wm.model)
-        used += solver.deterministic_time
+        self.used += solver.deterministic_time
+        cand = _candidate(self.pb, self.inc, solver, code, wm, window, plateau)
+        inc = self.inc
+        if cand is not None and cand.makespan < inc.makespan:
+            self.inc = cand
+            self.stats.improvements += 1
+            if self.on_improve is not None:
+                self.on_improve(cand.makespan)
+        elif (cand is not None and plateau
+              and sum(cand.end.values()) < sum(inc.end.values())):
+            self.inc = cand
+            self.stats.plateau_moves += 1
         # pair windows presolve long for little deterministic time: with a deadline their
         # wall time counts too (without one only deterministic measures: reproducible)
-        wall = solver.wall_time if left is not None and pb.overlap is not None else 0.0
-        size = _resize(size, code, solver.deterministic_time, wall)
-        cand = _candidate(pb, inc, solver, code, wm, window)
-        if cand is not None and cand.makespan < inc.makespan:
-            inc, stale = cand, 0
-            stats.improvements += 1
-            if on_improve is not None:
-                on_improve(inc.makespan)
-    stats.seconds = time.perf_counter() - t_begin
-    stats.makespan = inc.makespan
-    return inc, stats
+        wall = solver.wall_time if left is not None and self.pb.overlap is not None else 0.0
+        return code, solver.deterministic_time, wall
 
 
-def _window_solver(seed: int, deterministic_time: float, left: float | None
-                   ) -> cp_model.CpSolver:
+def _drain_windows(run: _Search) -> None:
+    """Large windows over the end of the schedule first, for :data:`DRAIN_SHARE` of the
+    budget: sweeps from the start reach the cool-down last, often not within the budget at
+    p = 16–32, and its waits are where a known schedule built for uniform costs loses most
+    (docs/modelling.md §17, *The cool-down first*).  The window keeps its size after a
+    shorter schedule, grows after a proof and shrinks after a time-out; the phase ends
+    after :data:`DRAIN_TRIES` windows in a row without a shorter schedule."""
+    if run.pb.overlap is not None:
+        return  # pair windows of this size do not presolve in time
+    budget = run.used + DRAIN_SHARE * run.deterministic_time
+    until = None if run.deadline is None else (
+        time.perf_counter() + DRAIN_SHARE * (run.deadline - time.perf_counter()))
+    size, fails = min(DRAIN_WINDOW, MAX_WINDOW, len(run.inc.by_start) // 2), 0
+    while fails < DRAIN_TRIES and run.used < budget and not run.over() and (
+            until is None or until - time.perf_counter() > 1.0):
+        n = len(run.inc.by_start)
+        if size > min(MAX_WINDOW, n // 2):
+            break  # grown to its limit: the sweeps take over
+        size = max(MIN_WINDOW, size)
+        before = run.inc.makespan
+        window, fixed = _choose(run.inc, n - size, size)
+        seconds = DRAIN_SECONDS if until is None else min(DRAIN_SECONDS,
+                                                          until - time.perf_counter())
+        out = run.window(window, fixed, min(DRAIN_DETERMINISTIC_TIME, budget - run.used),
+                         seconds)
+        if run.inc.makespan < before:
+            fails = 0
+            continue
+        fails += 1
+        size = int(size * (1.4 if out is None or out[0] == cp_model.OPTIMAL else 0.75))
+
+
+def _sweeps(run: _Search) -> None:
+    """Windows sweeping the schedule from its start, each half a window after the previous
+    one (plus a random offset), resized after each (:func:`_resize`); after a sweep without
+    a shorter schedule, a plateau sweep (:data:`PLATEAU`); ends after
+    :data:`MAX_STALE_SWEEPS` sweeps in a row that changed nothing."""
+    rng = random.Random(run.seed)
+    size, cursor, stale = START_WINDOW, 0, 0
+    plateau = shorter = moved = False  # this sweep's kind; what it achieved
+    limit = MAX_STALE_SWEEPS if run.pb.overlap is None else MAX_STALE_SWEEPS_WITH_PAIRS
+    while not run.over():
+        n = len(run.inc.by_start)
+        if cursor >= n:  # a sweep over the schedule ended
+            cursor, stale = 0, 0 if moved else stale + 1
+            if stale > limit:
+                break
+            # after a sweep that found no shorter schedule, one that moves work earlier
+            plateau, shorter, moved = PLATEAU and not shorter, False, False
+        window, before = _choose(run.inc, cursor, min(size, n))
+        cursor += max(1, size // 2) + rng.randrange(max(1, size // 4))
+        makespan, plateau_moves = run.inc.makespan, run.stats.plateau_moves
+        out = run.window(window, before, WINDOW_DETERMINISTIC_TIME, WINDOW_SECONDS, plateau)
+        if out is None:
+            if run.stop is not None and run.stop():
+                break
+            continue
+        size = _resize(size, *out)
+        shorter |= run.inc.makespan < makespan
+        moved |= run.inc.makespan < makespan or run.stats.plateau_moves > plateau_moves
+
+
+def _window_solver(seed: int, deterministic_time: float, left: float | None,
+                   seconds: float = WINDOW_SECONDS) -> cp_model.CpSolver:
     """One worker, the seed, the window's deterministic limit and — only with a deadline,
-    ``left`` seconds away — a wall limit; CP-SAT's SIGINT handler off (Ctrl-C is the
-    caller's)."""
+    ``left`` seconds away — a wall limit of at most ``seconds``; CP-SAT's SIGINT handler off
+    (Ctrl-C is the caller's)."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     prm.num_workers = 1
     prm.random_seed = seed
     prm.catch_sigint_signal = False
-    prm.max_deterministic_time = deterministic_time
+    prm.max_deterministic_time = max(0.0, deterministic_time)
     if left is not None:  # without a deadline only deterministic limits (reproducible)
-        prm.max_time_in_seconds = max(0.05, min(WINDOW_SECONDS, left - 0.1))
+        prm.max_time_in_seconds = max(0.05, min(seconds, left - 0.1))
     return solver
 
 
@@ -227,11 +338,15 @@ def _resize(size: int, code: int, deterministic_time: float, wall: float = 0.0) 
 
 
 def _candidate(pb: Problem, inc: Incumbent, solver: cp_model.CpSolver, code: int,
-               wm: WindowModel, window: set[Action]) -> Incumbent | None:
+               wm: WindowModel, window: set[Action], plateau: bool = False
+               ) -> Incumbent | None:
     """The re-timed schedule with the window's new order and pairs, when the window model
-    found a shorter makespan (re-timing gives that makespan or less); else None."""
-    if (code not in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-            or solver.value(wm.makespan) >= inc.makespan):
+    found a shorter makespan (re-timing gives that makespan or less), or with ``plateau`` a
+    makespan no longer; else None."""
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    if solver.value(wm.makespan) > inc.makespan or (
+            not plateau and solver.value(wm.makespan) == inc.makespan):
         return None
     start = {a: solver.value(v) for a, v in wm.start.items()}
     end = {a: solver.value(v) for a, v in wm.end.items()}

@@ -37,10 +37,16 @@ class WindowModel:
     pair: dict[tuple[Action, Action], Any] = field(default_factory=dict)
 
 
-def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[Action]
-                 ) -> WindowModel | None:
+def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[Action],
+                 plateau: bool = False) -> WindowModel | None:
     """The CP-SAT model of one window (see :mod:`cpsched.solver.lns`).  None when the window
-    cannot shorten the schedule or the incumbent does not fit the model's integer memory."""
+    cannot shorten the schedule or the incumbent does not fit the model's integer memory.
+
+    With ``plateau`` the window's *boundary* actions — those with a successor in the later
+    part, by dependency or device order — may not end later than in the incumbent, and the
+    objective also counts their ends: a solution is then never later anywhere after the
+    window, and may move it earlier at an equal makespan (docs/modelling.md §17, *Plateau
+    sweeps*)."""
     ub = inc.makespan
     dur, dev = pb.dur, pb.dev
     free = [0] * pb.inst.p  # when each device is free of the fixed part
@@ -55,6 +61,7 @@ def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[A
     m = cp_model.CpModel()
     wm = WindowModel(m, {}, {}, m.new_int_var(0, ub, "makespan"))
     q: dict[Action, int] = {}
+    boundary: list[Action] = []
     for a in window:
         lo = free[dev[a]]
         for b, lag in pb.pred[a]:
@@ -69,6 +76,9 @@ def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[A
         nxt = first_after.get(dev[a])
         if nxt is not None:
             qa = max(qa, inc.step_dur[nxt] + inc.tail[nxt])
+        if any(b not in window and b not in before for b, _ in pb.succ[a]) or (
+                nxt is not None and inc.pos[a][1] + 1 == inc.pos[nxt][1]):
+            boundary.append(a)
         q[a] = qa
         hi = min(hi, ub - qa)
         if hi < inc.end[a] or lo > inc.start[a]:
@@ -87,13 +97,19 @@ def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[A
     if pb.pool is not None and not _memory(pb, inc, wm, window, before):
         return None
     c0 = _avoiding(pb, inc, window, before, free)
-    if c0 >= ub:
+    if c0 >= ub and not (plateau and c0 == ub and boundary):
         return None
     m.add(wm.makespan >= c0)
     for a in window:
         m.add(wm.makespan >= wm.end[a] + q[a])
     m.add_hint(wm.makespan, ub)
-    m.minimize(wm.makespan)
+    if not plateau:
+        m.minimize(wm.makespan)
+        return wm
+    for a in boundary:
+        m.add(wm.end[a] <= inc.end[a])
+    # a tick of makespan weighs as much as a tick on every boundary action
+    m.minimize(len(boundary) * wm.makespan + sum(wm.end[a] for a in boundary))
     return wm
 
 
