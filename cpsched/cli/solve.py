@@ -233,7 +233,9 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
             + (", the warm start" if mp["warm_start"] else ", not shorter than the warm start"))
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; it starts from the warm start
+        moves = ws.get("plateau_moves", 0)
         say(f"window search: {ws['windows']} windows in {ws['seconds']:g} s, "
-            f"{fmt(best.extra['warm_start_makespan'])} -> {fmt(ws['makespan'])}")
+            f"{fmt(best.extra['warm_start_makespan'])} -> {fmt(ws['makespan'])}"
+            + (f" ({moves} plateau moves)" if moves else ""))
     if res.message:
         say(f"note: {res.message}")

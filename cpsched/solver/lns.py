@@ -75,6 +75,8 @@ PLATEAU = True
 #: without a shorter schedule before the sweeps start.
 DRAIN_SHARE = 0.4
 DRAIN_WINDOW, DRAIN_DETERMINISTIC_TIME, DRAIN_SECONDS, DRAIN_TRIES = 1000, 8.0, 15.0, 3
+#: pair windows too (off: on the DualPipe rows they gave the same results as the sweeps)
+DRAIN_WITH_PAIRS = False
 
 
 @dataclass
@@ -255,8 +257,8 @@ def _drain_windows(run: _Search) -> None:
     (docs/modelling.md §17, *The cool-down first*).  The window keeps its size after a
     shorter schedule, grows after a proof and shrinks after a time-out; the phase ends
     after :data:`DRAIN_TRIES` windows in a row without a shorter schedule."""
-    if run.pb.overlap is not None:
-        return  # pair windows of this size do not presolve in time
+    if run.pb.overlap is not None and not DRAIN_WITH_PAIRS:
+        return
     budget = run.used + DRAIN_SHARE * run.deterministic_time
     until = None if run.deadline is None else (
         time.perf_counter() + DRAIN_SHARE * (run.deadline - time.perf_counter()))
