@@ -5,6 +5,9 @@ models."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import networkx as nx
 import pytest
 from conftest import make
@@ -173,6 +176,25 @@ def test_the_cool_down_is_searched_first(monkeypatch: pytest.MonkeyPatch) -> Non
     out = _as_schedule(inst, a)
     assert not validate(out)
     assert inst.ticks(out.makespan) == sa.makespan <= horizon
+
+
+def test_two_workers_per_window_only_with_a_deadline() -> None:
+    # with a deadline each window runs the workers it is given (valid, never longer); without
+    # one always a single worker, so the search stays reproducible
+    inst = make(4, 2, 16, limit=6)
+    seq = sequential_schedule(inst)
+    seen: list[int] = []
+    starts, stats = _improve(inst, seq, deadline=time.perf_counter() + 5.0, workers=2,
+                             on_solver=lambda s: seen.append(s.parameters.num_workers))
+    out = _as_schedule(inst, starts)
+    assert not validate(out) and out.makespan <= seq.makespan
+    assert seen and set(seen) == {2}
+    seen.clear()
+    _improve(inst, seq, deterministic_time=2.0, workers=2,
+             on_solver=lambda s: seen.append(s.parameters.num_workers))
+    assert seen and set(seen) == {1}
+    assert facade.window_workers(64) <= (os.cpu_count() or 1)
+    assert facade.window_workers(1) == 1
 
 
 def test_stops_at_once_when_asked_or_at_the_bound() -> None:

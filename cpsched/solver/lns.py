@@ -160,7 +160,7 @@ def search(pb: Problem, orders: list[list[Unit]], *, deadline: float | None = No
            stop: Callable[[], bool] | None = None,
            on_improve: Callable[[int], None] | None = None,
            on_solver: Callable[[cp_model.CpSolver], None] | None = None,
-           ) -> tuple[Incumbent, LnsStats]:
+           workers: int = 1) -> tuple[Incumbent, LnsStats]:
     """The window search from device ``orders`` of steps (module docstring): first large
     windows over the end of the schedule (:func:`_drain_windows`), then sweeps of windows
     from its start.
@@ -175,9 +175,13 @@ def search(pb: Problem, orders: list[list[Unit]], *, deadline: float | None = No
         on_improve: called with each shorter makespan (ticks).
         on_solver: called with each window's ``CpSolver`` before it solves (its
             ``stop_search()`` ends that window at once).
+        workers: CP-SAT workers per window with a ``deadline`` (without one always 1:
+            reproducible).  Two on a 2-core machine: the second core is otherwise idle
+            while the search runs, and two workers gave a shorter schedule on every row
+            measured (docs/modelling.md §17, *Two workers per window*).
     """
     run = _Search(pb, Incumbent(pb, orders), deadline, deterministic_time, seed, lower, stop,
-                  on_improve, on_solver)
+                  on_improve, on_solver, max(1, workers) if deadline is not None else 1)
     _drain_windows(run)
     _sweeps(run)
     run.stats.seconds = time.perf_counter() - run.t_begin
@@ -198,6 +202,7 @@ class _Search:
     stop: Callable[[], bool] | None
     on_improve: Callable[[int], None] | None
     on_solver: Callable[[cp_model.CpSolver], None] | None
+    workers: int = 1
     used: float = 0.0
     t_begin: float = field(default_factory=time.perf_counter)
     stats: LnsStats = field(default_factory=LnsStats)
@@ -226,7 +231,7 @@ class _Search:
         left = self.left()
         solver = _window_solver(self.seed + self.stats.windows,
                                 min(deterministic_time, self.deterministic_time - self.used),
-                                left, seconds)
+                                left, seconds, self.workers)
         if self.on_solver is not None:
             self.on_solver(solver)
         if self.stop is not None and self.stop():
@@ -313,13 +318,13 @@ def _sweeps(run: _Search) -> None:
 
 
 def _window_solver(seed: int, deterministic_time: float, left: float | None,
-                   seconds: float = WINDOW_SECONDS) -> cp_model.CpSolver:
-    """One worker, the seed, the window's deterministic limit and — only with a deadline,
-    ``left`` seconds away — a wall limit of at most ``seconds``; CP-SAT's SIGINT handler off
-    (Ctrl-C is the caller's)."""
+                   seconds: float = WINDOW_SECONDS, workers: int = 1) -> cp_model.CpSolver:
+    """``workers`` CP-SAT workers (one without a deadline), the seed, the window's
+    deterministic limit and — only with a deadline, ``left`` seconds away — a wall limit of
+    at most ``seconds``; CP-SAT's SIGINT handler off (Ctrl-C is the caller's)."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
-    prm.num_workers = 1
+    prm.num_workers = 1 if left is None else max(1, workers)
     prm.random_seed = seed
     prm.catch_sigint_signal = False
     prm.max_deterministic_time = max(0.0, deterministic_time)
