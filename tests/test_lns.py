@@ -232,6 +232,34 @@ def test_solve_searches_a_pair_free_start_with_an_overlap_cost(
     assert ws is not None and ws["windows"] >= 1 and res.makespan <= ws["makespan"] <= 51
 
 
+def test_pair_windows_get_their_share_after_pair_free_windows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # from a pair-free start with a deadline, the pair-free windows stop at PAIR_FREE_SHARE
+    # of the time and the pair windows run until the deadline: the result is valid and never
+    # longer
+    inst = make(4, 1, 16, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=4)
+    g = build_task_graph(inst)
+    seq = sequential_schedule(inst)
+    _, rows, _ = best_warm_start(inst, {"seq": seq})
+    sol = pair_solution(inst, rows)
+    assert sol.pairs == []
+    calls: list[tuple[bool, float]] = []
+    search = lns.search
+
+    def recorded(pb: Problem, orders: list, **kw: object) -> tuple:
+        calls.append((pb.overlap is not None, kw["deadline"]))
+        return search(pb, orders, **kw)
+
+    monkeypatch.setattr(lns, "search", recorded)
+    t0 = time.perf_counter()
+    out, _ = lns.improve_overlap(inst, g, sol, deadline=t0 + 6.0)
+    sch = solution_schedule(inst, nx.get_node_attributes(g, "device"),
+                            nx.get_node_attributes(g, "duration"), out, "cpsat")
+    assert validate(sch) == [] and sch.makespan <= seq.makespan
+    assert [pairs for pairs, _ in calls] == [False, True]
+    assert calls[0][1] <= t0 + lns.PAIR_FREE_SHARE * 6.0 + 0.1 and calls[1][1] == t0 + 6.0
+
+
 def _improve_pairs(inst: Instance, start: Schedule, **kw: object
                    ) -> tuple[Schedule, lns.LnsStats]:
     """:func:`lns.improve_pairs` from a valid schedule, back as a schedule."""
