@@ -73,9 +73,12 @@ MAX_PLOT_ACTIONS = 20_000
 
 
 def plot_seconds(n_actions: int) -> float:
-    """A generous estimate of the time to draw and write the Gantt PNG of a schedule of
-    ``n_actions`` actions (about 2 ms per action on a busy 2-core machine)."""
-    return 1.0 + 0.002 * n_actions
+    """A generous estimate of the time (s) to draw and write the Gantt PNG of a schedule of
+    ``n_actions`` actions: 2 s + 1 ms per action, about twice what was measured on a 2-core
+    machine after a search (session 11: 6144 actions 3.4 s, 12288 7.2 s, 13824 7.8–8.7 s,
+    16384 8.6 s).  Until session 11 it was 1 s + 2 ms per action, which kept 29 s of a 60 s
+    limit for a 7.8 s drawing at 13824 actions; the search got the rest."""
+    return 2.0 + 0.001 * n_actions
 
 
 def plot_skipped(n_actions: int, budget: float | None = None) -> str | None:
