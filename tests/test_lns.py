@@ -193,8 +193,8 @@ def test_two_workers_per_window_only_with_a_deadline() -> None:
     _improve(inst, seq, deterministic_time=2.0, workers=2,
              on_solver=lambda s: seen.append(s.parameters.num_workers))
     assert seen and set(seen) == {1}
-    assert facade.window_workers(64) <= (os.cpu_count() or 1)
-    assert facade.window_workers(1) == 1
+    assert lns.window_workers(64) <= (os.cpu_count() or 1)
+    assert lns.window_workers(1) == 1
 
 
 def test_stops_at_once_when_asked_or_at_the_bound() -> None:

@@ -10,7 +10,6 @@ bound cpsched can stand behind (docs/spec.md §5).
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -286,7 +285,8 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     is large (:data:`cpsched.solver.lns.MIN_ACTIONS`) and a gap is open: ``(hint, horizon,
     stats)``; unchanged (stats None) otherwise.  With an overlap cost the hint is a
     :class:`PairSolution` and the windows form, keep and break pairs.  With a deadline each
-    window runs ``workers`` CP-SAT workers, at most one per core (:func:`window_workers`)."""
+    window runs ``workers`` CP-SAT workers, at most one per core
+    (:func:`cpsched.solver.lns.window_workers`)."""
     if inst.n_actions < lns.MIN_ACTIONS or lb >= horizon:
         return hint, horizon, None
     budget = WINDOW_DETERMINISTIC_TIME
@@ -299,7 +299,7 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     opts: dict[str, Any] = {"deadline": until, "deterministic_time": budget, "seed": seed,
                             "lower": lb, "stop": lambda: stop.requested,
                             "on_improve": cb.improved, "on_solver": stop.give,
-                            "workers": window_workers(workers)}
+                            "workers": lns.window_workers(workers)}
     if not isinstance(hint, PairSolution):
         better, stats = lns.improve(inst, g, hint, **opts)
     else:
@@ -307,15 +307,6 @@ def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     if stats.makespan >= horizon:
         return hint, horizon, stats
     return better, stats.makespan, stats
-
-
-def window_workers(workers: int) -> int:
-    """CP-SAT workers per window of the window search: ``workers``, at most one per core
-    this process may use.  A window is small and mostly proven: workers beyond the cores only
-    share them (on 2 cores, 4 workers per window gave the same schedules as 2)."""
-    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-             else os.cpu_count() or 1)
-    return max(1, min(int(workers), cores))
 
 
 def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:

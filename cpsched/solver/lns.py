@@ -39,6 +39,7 @@ fixing most of the incumbent and re-optimising a window with CP-SAT.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from bisect import bisect_left
@@ -323,6 +324,15 @@ def _sweeps(run: _Search) -> None:
         moved |= run.inc.makespan < makespan or run.stats.plateau_moves > plateau_moves
 
 
+def window_workers(workers: int) -> int:
+    """CP-SAT workers per window with a deadline: ``workers``, at most one per core this
+    process may use.  A window is small and mostly proven: workers beyond the cores only
+    share them (on 2 cores, 4 workers per window gave the same schedules as 2)."""
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+    return max(1, min(int(workers), cores))
+
+
 def _window_solver(seed: int, deterministic_time: float, left: float | None,
                    seconds: float = WINDOW_SECONDS, workers: int = 1) -> cp_model.CpSolver:
     """``workers`` CP-SAT workers (one without a deadline), the seed, the window's
@@ -389,4 +399,5 @@ def _choose(inc: Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Ac
     return actions(order[first:last]), actions(order[:first])
 
 
-__all__ = ["MIN_ACTIONS", "LnsStats", "improve", "improve_overlap", "improve_pairs", "search"]
+__all__ = ["MIN_ACTIONS", "LnsStats", "improve", "improve_overlap", "improve_pairs", "search",
+           "window_workers"]
