@@ -10,6 +10,7 @@ included). Then the simulator against the visualizer's execution model
 
     python benchmarks/scale.py                    # 120 s per instance, every instance
     python benchmarks/scale.py -t 30 p16-v-m64-vhalf
+    python benchmarks/scale.py --dir /tmp/unseen   # any directory of instance files
 """
 
 from __future__ import annotations
@@ -60,13 +61,15 @@ def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("names", nargs="*", help="instance names (default: all in instances/scale)")
+    ap.add_argument("names", nargs="*", help="instance names (default: all in --dir)")
     ap.add_argument("-t", "--time-limit", type=float, default=120.0)
     ap.add_argument("-w", "--workers", type=int, default=None,
                     help="CP-SAT workers (default: cpsched's own choice by size)")
     ap.add_argument("--no-simulator", action="store_true", help="skip the simulator table")
+    ap.add_argument("--dir", type=Path, default=SCALE,
+                    help="directory of instance files (default: instances/scale)")
     args = ap.parse_args()
-    paths = sorted(SCALE.glob("*.toml"))
+    paths = sorted(args.dir.glob("*.toml"))
     if args.names:
         paths = [p for p in paths if p.stem in args.names]
     rows = []
