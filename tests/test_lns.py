@@ -17,6 +17,7 @@ from test_solver_overlap import overlap_instances
 
 import cpsched.solver.facade as facade
 import cpsched.solver.lns as lns
+import cpsched.solver.prelude as prelude
 from cpsched import solve
 from cpsched.bounds import pair_fill_drain_bound
 from cpsched.graph import build_task_graph
@@ -223,7 +224,7 @@ def test_solve_searches_a_pair_free_start_with_an_overlap_cost(
     # modulo pattern (51), the window search runs on it, and the full model may add pairs
     inst = make(4, 1, 16, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=4)
     monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
-    monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10)
+    monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS", 10)
     res = solve(inst, time_limit=None, workers=1, candidates=run_all(inst),
                 parameters={"max_deterministic_time": 1.0})
     assert res.schedule is not None and validate(res.schedule) == []

@@ -7,7 +7,7 @@ from conftest import INSTANCES, make
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cpsched.solver.facade as facade
+import cpsched.solver.prelude as prelude
 from cpsched import solve
 from cpsched.actions import Action, Kind
 from cpsched.graph import memory_buffers
@@ -181,7 +181,7 @@ def test_dualpipe_instance_over_its_memory(monkeypatch: pytest.MonkeyPatch) -> N
     own = modulo_schedule(inst)
     assert own is not None and validate(own) == [] and own.makespan == 51
     assert own.extra["period"] == own.extra["min_period"] == 6
-    monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10)
+    monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS", 10)
     res = solve(inst, time_limit=None, workers=1, candidates=known,
                 parameters={"max_deterministic_time": 0.5})
     assert res.schedule is not None and not validate(res.schedule)
@@ -197,7 +197,7 @@ def test_solve_starts_from_it_when_shorter(monkeypatch: pytest.MonkeyPatch) -> N
     own = modulo_schedule(inst)
     seq = sequential_schedule(inst)
     assert own is not None and own.makespan < seq.makespan
-    monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10)
+    monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS", 10)
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 0.5})
     assert res.schedule is not None and not validate(res.schedule)
@@ -208,7 +208,7 @@ def test_solve_starts_from_it_when_shorter(monkeypatch: pytest.MonkeyPatch) -> N
     assert mp["makespan"] == own.makespan and mp["warm_start"] is True
     assert mp["period"] == own.extra["period"] >= mp["min_period"] == inst.from_ticks(
         min_period(inst))
-    monkeypatch.setattr(facade, "MODULO_MIN_ACTIONS", 10**9)
+    monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS", 10**9)
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 0.5})
     assert res.schedule is not None and res.schedule.extra["warm_start"] == "sequential"

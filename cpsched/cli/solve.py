@@ -148,6 +148,11 @@ def solve(
     quiet: Quiet = False,
     no_plot: NoPlot = False,
     param: ParamOpt = None,
+    method: Annotated[str, typer.Option(
+        "--method", help="auto: the window search on models of 1500 or more actions, then "
+        "the full CP-SAT model (below that the model alone); model: the full model only; "
+        "search: the window search with all of the time and no full model (the bound is "
+        "then the combinatorial one). docs/modelling.md §17.")] = "auto",
     *,
     options: InstanceOptions,
 ) -> None:
@@ -164,6 +169,7 @@ def solve(
     if workers is not None:
         check_count(workers, "--workers", MAX_WORKERS)
     check_seed(seed)
+    _check_method(method)
     params = cp_parameters(param)
     params["catch_sigint_signal"] = False  # Ctrl-C is ours: see cpsched.cli.solving
     inst = load(instance, sets, options)
@@ -176,7 +182,7 @@ def solve(
     plot = not no_plot and plot_skipped(inst.n_actions, time_limit / 2) is None
     reserve = _reserve(inst, plot)
     res = _search(inst, known, out, started, time_limit=max(0.01, time_limit - reserve),
-                  workers=workers, seed=seed, params=params, quiet=quiet)
+                  workers=workers, seed=seed, params=params, quiet=quiet, method=method)
     best = res.schedule
     assert best is not None
     try:
@@ -186,6 +192,14 @@ def solve(
     if not quiet:
         _report(inst, res, known)
         print_wrote(paths)
+
+
+def _check_method(method: str) -> None:
+    """Exit 2 unless ``method`` is a solve method (:data:`cpsched.solver.prelude.METHODS`)."""
+    from cpsched.solver.prelude import METHODS
+
+    if method not in METHODS:
+        raise fail(f"--method = {method!r}: must be one of {', '.join(METHODS)}")
 
 
 def _search(inst: Instance, known: dict[str, Schedule], out: Path, started: float,
@@ -199,7 +213,7 @@ def _search(inst: Instance, known: dict[str, Schedule], out: Path, started: floa
         run = run_interruptible(lambda on_solver: cp_solve(
             inst, time_limit=kw["time_limit"], workers=kw["workers"], seed=kw["seed"],
             candidates=known, parameters=kw["params"], on_progress=progress,
-            started=started, on_solver=on_solver))
+            started=started, on_solver=on_solver, method=kw["method"]))
     if run.interrupted:
         _interrupted(inst, run.result, known, out, run.finished)
     if isinstance(run.error, ValueError):

@@ -2,7 +2,8 @@
 
 Steps: the combinatorial lower bound (docs/modelling.md §4) → the best valid known schedule as
 a complete hint with its makespan as horizon (§5, §6) → on large models, the window search
-shortens it (§17) → the pipeline model → CP-SAT →
+shortens it (§17; :mod:`cpsched.solver.prelude`, which also holds the methods) → the pipeline
+model → CP-SAT →
 the better of hint and solution, with a status that is OPTIMAL only when the makespan equals a
 bound cpsched can stand behind (docs/spec.md §5).
 """
@@ -28,10 +29,10 @@ from cpsched.graph import (
 )
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
-from cpsched.schedules import modulo
 from cpsched.solver import isolated, lns
 from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel, solution_schedule
+from cpsched.solver.prelude import check_method, modulo_candidate, window_search, window_stats
 from cpsched.solver.progress import Progress, ProgressCallback
 from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound, relaxed_devices
 from cpsched.solver.warm_start import best_warm_start
@@ -116,11 +117,14 @@ def _relax_reserve(inst: Instance, g: Any, ht: Any, deadline: float, open_gap: b
 
 
 def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: float | None,
-             search_deterministic_time: float, on_solver: Callable[[Any], None],
+             search_deterministic_time: float, stop: _TrackedStop,
              ) -> tuple[int, list[DeviceRelaxation]]:
-    """The one-device relaxation bound (docs/modelling.md §21) in the time left; without a
-    deadline deterministic, within :data:`RELAX_DETERMINISTIC_TIME` and at most the search's
-    own deterministic limit."""
+    """The one-device relaxation bound (docs/modelling.md §21) in the time left, if a gap
+    is open and no stop was asked for; without a deadline deterministic, within
+    :data:`RELAX_DETERMINISTIC_TIME` and at most the search's own deterministic limit."""
+    on_solver = stop.give
+    if lb >= upper or stop.requested:
+        return lb, []
     if deadline is None:
         dt = min(RELAX_DETERMINISTIC_TIME, search_deterministic_time)
         return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt,
@@ -148,7 +152,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
           seed: int = 0, candidates: Mapping[str, Schedule] | None = None,
           parameters: Mapping[str, Any] | None = None,
           on_progress: ProgressCallback | None = None, started: float | None = None,
-          on_solver: Callable[[Any], None] | None = None) -> Result:
+          on_solver: Callable[[Any], None] | None = None, method: str = "auto") -> Result:
     """Optimal schedule for ``inst`` with CP-SAT, warm-started from the best known schedule
     (on large models first shortened by the window search, docs/modelling.md §17).
 
@@ -169,16 +173,19 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
             calls it on Ctrl-C).
         started: ``time.perf_counter()`` value the time limit counts from (default: now;
             the CLI passes its own start so the limit bounds the whole command).
+        method: ``auto``, ``model`` or ``search`` (:data:`cpsched.solver.prelude.METHODS`):
+            whether the window search and the full model run.
 
     Returns:
         :class:`Result`, never worse than the best valid candidate; a time limit is not an
         error.
 
     Raises:
-        ValueError: an unknown CP-SAT parameter.
+        ValueError: an unknown CP-SAT parameter or method.
         RuntimeError: CP-SAT rejected a valid hint or produced an invalid schedule (a bug in
             the model, never a property of the instance).
     """
+    check_method(method)
     t0 = time.perf_counter() if started is None else started
     workers = default_workers(inst) if workers is None else workers
     deadline = None if time_limit is None else t0 + float(time_limit)
@@ -190,11 +197,12 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
     cb = Progress(inst, t0, on_progress, min(lb, horizon))
     start_horizon = horizon
-    hint, horizon, windows = _window_search(inst, g, hint, horizon, lb, deadline, seed,
-                                            parameters, cb, stop, workers)
-    if windows is not None and (stop.requested or _no_time_for_model(inst, deadline)):
+    hint, horizon, windows = window_search(inst, g, hint, horizon, lb, deadline, seed,
+                                           parameters, cb, stop, workers, method)
+    skip = _skip_model(inst, deadline, windows, stop.requested, method)
+    if skip is not None:
         return _without_model(inst, g, hint, lb, horizon, t0, warm, start_horizon, windows,
-                              pattern, "" if stop.requested else NO_TIME_MESSAGE)
+                              pattern, skip)
     model = _model(inst, hint, horizon, lb)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
@@ -208,22 +216,18 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     out = isolated.Outcome() if stop.requested else _run_search(
         model.model, params, search_deadline, cb, stop.give)
     schedule, makespan, bound = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
-    relaxed: list[DeviceRelaxation] = []
-    if bound < makespan and not stop.requested:  # the one-device relaxation (§21)
-        bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,
-                                  params.max_deterministic_time, stop.give)
+    bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,  # §21
+                              params.max_deterministic_time, stop)
     message = _restricted_message(model)
     _certify(schedule, min(bound, makespan), t0, warm, start_horizon, message)
     return Result(
         schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
-        solver_status=out.status_name, message=message,
-        stats=dict(out.stats) | {
+        solver_status=out.status_name, message=message, stats=dict(out.stats) | {
             "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
             "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
                                 for r in relaxed],
-            "window_search": _window_stats(inst, windows), "modulo": pattern
-        } | _model_stats(model),
-    )
+            "window_search": window_stats(inst, windows), "modulo": pattern
+        } | _model_stats(model))
 
 
 #: seconds per action to build the full model (measured 2.1 s for 24576 actions on a slow
@@ -231,6 +235,21 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
 MODEL_SECONDS_PER_ACTION = 1e-4
 NO_TIME_MESSAGE = ("too little time left to build the full model after the window search: "
                    "its schedule, with the combinatorial bound")
+SEARCH_MESSAGE = "method search: the window search's schedule, with the combinatorial bound"
+
+
+def _skip_model(inst: Instance, deadline: float | None, windows: lns.LnsStats | None,
+                stopped: bool, method: str) -> str | None:
+    """Why the full model is not built — the message of the result (empty after Ctrl-C) —
+    or None to build it: method ``search``, or after the window search a Ctrl-C or too little
+    time left (:func:`_no_time_for_model`)."""
+    if stopped and (windows is not None or method == "search"):
+        return ""
+    if method == "search":
+        return SEARCH_MESSAGE
+    if windows is not None and _no_time_for_model(inst, deadline):
+        return NO_TIME_MESSAGE
+    return None
 
 
 def _no_time_for_model(inst: Instance, deadline: float | None) -> bool:
@@ -241,16 +260,17 @@ def _no_time_for_model(inst: Instance, deadline: float | None) -> bool:
 
 
 def _without_model(inst: Instance, g: Any, hint: Any, lb: int, horizon: int,
-                   t0: float, warm: str, start_horizon: int, windows: lns.LnsStats,
+                   t0: float, warm: str, start_horizon: int, windows: lns.LnsStats | None,
                    pattern: dict[str, Any] | None, message: str) -> Result:
-    """The window search's best schedule, validated, when the model is not built (Ctrl-C in
-    the window search, or too little time left for it); ``hint`` is ``{action: start}`` or,
-    with an overlap cost, a :class:`PairSolution`."""
+    """The window search's best schedule (or the warm start when it did not run), validated,
+    when the model is not built (method ``search``, Ctrl-C in the window search, or too little
+    time left for it); ``hint`` is ``{action: start}`` or, with an overlap cost, a
+    :class:`PairSolution`."""
     schedule = solution_schedule(inst, nx.get_node_attributes(g, "device"),
                                  nx.get_node_attributes(g, "duration"), hint, "cpsat")
     _certify(schedule, min(lb, horizon), t0, warm, start_horizon, message)
     return Result(schedule, schedule.solve_seconds, warm, "UNKNOWN", message=message, stats={
-        "window_search": _window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb),
+        "window_search": window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb),
         "modulo": pattern})
 
 
@@ -266,70 +286,6 @@ def _model_stats(model: PipelineModel) -> dict[str, Any]:
     """The model's pair statistics for ``Result.stats``."""
     return {"overlap_pairs": len(model.pair), "candidate_pairs": model.candidate_pairs,
             "restricted": model.restricted}
-
-
-#: share of the time left that the window search gets (when it applies; at p = 16–32 the full
-#: model after it never shortened its schedule in 120 s, docs/modelling.md §17), and its
-#: deterministic budget without a time limit (CP-SAT units, reproducible)
-WINDOW_SHARE, WINDOW_DETERMINISTIC_TIME = 0.8, 30.0
-#: share of the time left that the modulo period scan may take, and the model size from
-#: which it runs (as the window search; docs/modelling.md §22)
-MODULO_SHARE, MODULO_MIN_ACTIONS = 0.2, 1500
-
-
-def _window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
-                   deadline: float | None, seed: int, parameters: Mapping[str, Any] | None,
-                   cb: Progress, stop: _TrackedStop, workers: int = 1
-                   ) -> tuple[Any, int, lns.LnsStats | None]:
-    """The warm start shortened by the window search (docs/modelling.md §17) when the model
-    is large (:data:`cpsched.solver.lns.MIN_ACTIONS`) and a gap is open: ``(hint, horizon,
-    stats)``; unchanged (stats None) otherwise.  With an overlap cost the hint is a
-    :class:`PairSolution` and the windows form, keep and break pairs.  With a deadline each
-    window runs ``workers`` CP-SAT workers, at most one per core
-    (:func:`cpsched.solver.lns.window_workers`)."""
-    if inst.n_actions < lns.MIN_ACTIONS or lb >= horizon:
-        return hint, horizon, None
-    budget = WINDOW_DETERMINISTIC_TIME
-    if parameters and "max_deterministic_time" in parameters:
-        budget = min(budget, float(parameters["max_deterministic_time"]))
-    until = None
-    if deadline is not None:
-        until = time.perf_counter() + WINDOW_SHARE * (deadline - time.perf_counter())
-        budget = math.inf
-    opts: dict[str, Any] = {"deadline": until, "deterministic_time": budget, "seed": seed,
-                            "lower": lb, "stop": lambda: stop.requested,
-                            "on_improve": cb.improved, "on_solver": stop.give,
-                            "workers": lns.window_workers(workers)}
-    if not isinstance(hint, PairSolution):
-        better, stats = lns.improve(inst, g, hint, **opts)
-    else:
-        better, stats = lns.improve_overlap(inst, g, hint, **opts)
-    if stats.makespan >= horizon:
-        return hint, horizon, stats
-    return better, stats.makespan, stats
-
-
-def _modulo(inst: Instance, deadline: float | None, stop: _TrackedStop) -> Schedule | None:
-    """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large model
-    (:data:`MODULO_MIN_ACTIONS`), scanning periods for at most :data:`MODULO_SHARE` of the
-    time left; None otherwise.  Without a memory limit it matters where no registered
-    schedule fits the instance well."""
-    if inst.n_actions < MODULO_MIN_ACTIONS:
-        return None
-    until = None
-    if deadline is not None:
-        until = time.perf_counter() + MODULO_SHARE * (deadline - time.perf_counter())
-    return modulo.modulo_schedule(inst, until, lambda: stop.requested)
-
-
-def _window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] | None:
-    """``Result.stats["window_search"]``: windows solved, improvements, plateau moves,
-    seconds, makespan."""
-    if stats is None:
-        return None
-    return {"windows": stats.windows, "improvements": stats.improvements,
-            "plateau_moves": stats.plateau_moves,
-            "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
 
 
 def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: int, lb: int,
@@ -455,7 +411,7 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
     pattern = None
     if horizon > lb:
         t = time.perf_counter()
-        extra = _modulo(inst, deadline, stop)
+        extra = modulo_candidate(inst, deadline, stop)
         if extra is not None:
             if inst.ticks(extra.makespan) < horizon:  # then it wins if valid: check it alone
                 found = best_warm_start(inst, {"modulo": extra})

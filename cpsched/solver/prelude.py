@@ -1,0 +1,112 @@
+"""What :func:`cpsched.solver.facade.solve` runs before the full model on large instances:
+the modulo schedule as one more warm-start candidate (docs/modelling.md §22) and the window
+search that shortens the warm start (§17), with the shares of the time limit they get.
+
+Which of them run is the solve *method* (:data:`METHODS`): ``auto`` decides by the model's
+size, ``model`` skips the window search, ``search`` gives it the time the full model would
+have had and builds no model.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from cpsched.instance import Instance
+from cpsched.model import Schedule
+from cpsched.schedules import modulo
+from cpsched.solver import lns
+from cpsched.solver.overlap import PairSolution
+
+#: The solve methods: ``auto`` — on models of :data:`cpsched.solver.lns.MIN_ACTIONS` or more
+#: actions the window search, then the full model; below that the full model alone;
+#: ``model`` — the full model from the best warm start, whatever the size; ``search`` — the
+#: window search with all of the time and no full model (the bound is then the combinatorial
+#: one, docs/modelling.md §4, §11, §16).
+METHODS = ("auto", "model", "search")
+
+#: share of the time left that the window search gets (when it applies; at p = 16–32 the full
+#: model after it never shortened its schedule in 120 s, docs/modelling.md §17), and its
+#: deterministic budget without a time limit (CP-SAT units, reproducible)
+WINDOW_SHARE, WINDOW_DETERMINISTIC_TIME = 0.8, 30.0
+#: share of the time left that the modulo period scan may take, and the model size from
+#: which it runs (as the window search; docs/modelling.md §22)
+MODULO_SHARE, MODULO_MIN_ACTIONS = 0.2, 1500
+
+
+def check_method(method: str) -> None:
+    """Raises:
+        ValueError: ``method`` is not one of :data:`METHODS` (the message names them)."""
+    if method not in METHODS:
+        raise ValueError(f"method = {method!r}: must be one of {', '.join(METHODS)}")
+
+
+def window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
+                  deadline: float | None, seed: int, parameters: Mapping[str, Any] | None,
+                  cb: Any, stop: Any, workers: int = 1, method: str = "auto"
+                  ) -> tuple[Any, int, lns.LnsStats | None]:
+    """The warm start shortened by the window search (docs/modelling.md §17) when a gap is
+    open and the method asks for it: ``(hint, horizon, stats)``; unchanged (stats None)
+    otherwise.  With ``auto`` it runs on large models (:data:`cpsched.solver.lns.MIN_ACTIONS`)
+    for :data:`WINDOW_SHARE` of the time left, with ``search`` on any model until the
+    ``deadline``, with ``model`` never.  With an overlap cost the hint is a
+    :class:`PairSolution` and the windows form, keep and break pairs.  With a deadline each
+    window runs ``workers`` CP-SAT workers, at most one per core
+    (:func:`cpsched.solver.lns.window_workers`).
+
+    Args:
+        cb: the solve's :class:`cpsched.solver.progress.Progress` (``cb.improved``).
+        stop: the solve's stop handle (``stop.requested``, ``stop.give``).
+    """
+    if method == "model" or lb >= horizon or (
+            method == "auto" and inst.n_actions < lns.MIN_ACTIONS):
+        return hint, horizon, None
+    budget = WINDOW_DETERMINISTIC_TIME
+    if parameters and "max_deterministic_time" in parameters:
+        budget = min(budget, float(parameters["max_deterministic_time"]))
+    until = None
+    if deadline is not None:
+        share = 1.0 if method == "search" else WINDOW_SHARE
+        until = time.perf_counter() + share * (deadline - time.perf_counter())
+        budget = math.inf
+    opts: dict[str, Any] = {"deadline": until, "deterministic_time": budget, "seed": seed,
+                            "lower": lb, "stop": lambda: stop.requested,
+                            "on_improve": cb.improved, "on_solver": stop.give,
+                            "workers": lns.window_workers(workers)}
+    if not isinstance(hint, PairSolution):
+        better, stats = lns.improve(inst, g, hint, **opts)
+    else:
+        better, stats = lns.improve_overlap(inst, g, hint, **opts)
+    if stats.makespan >= horizon:
+        return hint, horizon, stats
+    return better, stats.makespan, stats
+
+
+def modulo_candidate(inst: Instance, deadline: float | None, stop: Any) -> Schedule | None:
+    """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large model
+    (:data:`MODULO_MIN_ACTIONS`), scanning periods for at most :data:`MODULO_SHARE` of the
+    time left; None otherwise.  Without a memory limit it matters where no registered
+    schedule fits the instance well.  ``stop.requested`` ends the scan (Ctrl-C)."""
+    if inst.n_actions < MODULO_MIN_ACTIONS:
+        return None
+    until = None
+    if deadline is not None:
+        until = time.perf_counter() + MODULO_SHARE * (deadline - time.perf_counter())
+    return modulo.modulo_schedule(inst, until, lambda: stop.requested)
+
+
+def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] | None:
+    """``Result.stats["window_search"]``: windows solved, improvements, plateau moves,
+    seconds, makespan."""
+    if stats is None:
+        return None
+    return {"windows": stats.windows, "improvements": stats.improvements,
+            "plateau_moves": stats.plateau_moves,
+            "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
+
+
+__all__ = ["METHODS", "MODULO_MIN_ACTIONS", "MODULO_SHARE", "WINDOW_DETERMINISTIC_TIME",
+           "WINDOW_SHARE", "check_method", "modulo_candidate", "window_search",
+           "window_stats"]

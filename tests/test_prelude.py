@@ -1,0 +1,75 @@
+"""The solve methods (cpsched.solver.prelude): which of the window search and the full model
+run, and what each returns (docs/modelling.md §17)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import make
+from typer.testing import CliRunner
+
+import cpsched.solver.facade as facade
+import cpsched.solver.lns as lns
+from cpsched import solve
+from cpsched.cli import app
+from cpsched.schedules.transforms import sequential_schedule
+from cpsched.solver.prelude import METHODS, check_method
+from cpsched.validate import validate
+
+# memory-capped p = 4, v = 2, m = 16: the sequential schedule leaves a gap to close
+INST = make(4, 2, 16, limit=6)
+
+
+def test_methods_and_a_bad_one() -> None:
+    assert METHODS == ("auto", "model", "search")
+    for m in METHODS:
+        check_method(m)
+    with pytest.raises(ValueError, match="method = 'fast': must be one of auto, model, search"):
+        check_method("fast")
+    with pytest.raises(ValueError, match="must be one of"):
+        solve(INST, time_limit=None, method="fast")
+
+
+def test_search_runs_the_window_search_on_any_size_and_builds_no_model() -> None:
+    # below lns.MIN_ACTIONS: auto would build the full model only
+    assert INST.n_actions < lns.MIN_ACTIONS
+    seq = sequential_schedule(INST)
+    res = solve(INST, time_limit=None, workers=1, candidates={"sequential": seq},
+                parameters={"max_deterministic_time": 0.5}, method="search")
+    assert res.message == facade.SEARCH_MESSAGE and res.solver_status == "UNKNOWN"
+    assert res.schedule is not None and validate(res.schedule) == []
+    ws = res.stats["window_search"]
+    assert ws is not None and ws["windows"] >= 1
+    assert res.makespan == ws["makespan"] < seq.makespan
+    # no model: the bound is the combinatorial one
+    assert res.schedule.lower_bound == res.stats["combinatorial_bound"]
+    assert "restricted" not in res.stats  # the model's stats
+
+
+def test_model_skips_the_window_search_where_auto_runs_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)  # auto searches windows on this model
+    seq = sequential_schedule(INST)
+    kw = {"time_limit": None, "workers": 1, "candidates": {"sequential": seq},
+          "parameters": {"max_deterministic_time": 0.5}}
+    auto = solve(INST, **kw)
+    assert auto.stats["window_search"] is not None
+    res = solve(INST, method="model", **kw)
+    assert res.stats["window_search"] is None and "restricted" in res.stats
+    assert res.schedule is not None and validate(res.schedule) == []
+    assert res.makespan <= seq.makespan
+
+
+def test_cli_method(tmp_path: Path) -> None:
+    runner = CliRunner()
+    path = Path(__file__).resolve().parents[1] / "instances" / "article-memory6.toml"
+    bad = runner.invoke(app, ["solve", str(path), "--method", "fast", "-o", str(tmp_path)])
+    assert bad.exit_code == 2
+    assert "--method = 'fast': must be one of auto, model, search" in bad.output
+    assert not list(tmp_path.iterdir())
+    ok = runner.invoke(app, ["solve", str(path), "--method", "search", "-o", str(tmp_path),
+                             "--no-plot", "-t", "10", "-w", "1"])
+    assert ok.exit_code == 0, ok.output
+    assert "method search" in ok.output
+    assert (tmp_path / "article-memory6.json").exists()
