@@ -73,3 +73,12 @@ def test_cli_method(tmp_path: Path) -> None:
     assert ok.exit_code == 0, ok.output
     assert "method search" in ok.output
     assert (tmp_path / "article-memory6.json").exists()
+
+
+def test_search_with_an_optimal_warm_start_says_so() -> None:
+    # no memory limit: 1F1B meets the bound, the window search has nothing to do
+    inst = make(4, 1, 8)
+    res = solve(inst, time_limit=None, workers=1, method="search")
+    assert res.message == facade.SEARCH_DONE_MESSAGE and res.stats["window_search"] is None
+    assert res.schedule is not None and validate(res.schedule) == []
+    assert res.status == "OPTIMAL" and res.makespan == res.lower_bound

@@ -236,6 +236,7 @@ MODEL_SECONDS_PER_ACTION = 1e-4
 NO_TIME_MESSAGE = ("too little time left to build the full model after the window search: "
                    "its schedule, with the combinatorial bound")
 SEARCH_MESSAGE = "method search: the window search's schedule, with the combinatorial bound"
+SEARCH_DONE_MESSAGE = "method search: the warm start meets the bound, nothing to search"
 
 
 def _skip_model(inst: Instance, deadline: float | None, windows: lns.LnsStats | None,
@@ -246,7 +247,7 @@ def _skip_model(inst: Instance, deadline: float | None, windows: lns.LnsStats | 
     if stopped and (windows is not None or method == "search"):
         return ""
     if method == "search":
-        return SEARCH_MESSAGE
+        return SEARCH_MESSAGE if windows is not None else SEARCH_DONE_MESSAGE
     if windows is not None and _no_time_for_model(inst, deadline):
         return NO_TIME_MESSAGE
     return None
