@@ -195,11 +195,14 @@ def solve(
 
 
 def _check_method(method: str) -> None:
-    """Exit 2 unless ``method`` is a solve method (:data:`cpsched.solver.prelude.METHODS`)."""
-    from cpsched.solver.prelude import METHODS
+    """Exit 2 unless ``method`` is a solve method
+    (:func:`cpsched.solver.prelude.check_method`, the check ``solve`` itself makes)."""
+    from cpsched.solver.prelude import check_method
 
-    if method not in METHODS:
-        raise fail(f"--method = {method!r}: must be one of {', '.join(METHODS)}")
+    try:
+        check_method(method)
+    except ValueError as exc:  # "method = ...": name the option
+        raise fail(f"--{exc}") from None
 
 
 def _search(inst: Instance, known: dict[str, Schedule], out: Path, started: float,

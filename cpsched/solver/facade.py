@@ -122,18 +122,17 @@ def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: flo
     """The one-device relaxation bound (docs/modelling.md §21) in the time left, if a gap
     is open and no stop was asked for; without a deadline deterministic, within
     :data:`RELAX_DETERMINISTIC_TIME` and at most the search's own deterministic limit."""
-    on_solver = stop.give
     if lb >= upper or stop.requested:
         return lb, []
     if deadline is None:
         dt = min(RELAX_DETERMINISTIC_TIME, search_deterministic_time)
         return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt,
-                                on_solver=on_solver)
+                                on_solver=stop.give)
     wall = deadline - time.perf_counter() - _RESERVE - _finish_seconds(inst)
     if wall < 0.2:
         return lb, []
     return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=4 * wall,
-                            time_limit=wall, on_solver=on_solver)
+                            time_limit=wall, on_solver=stop.give)
 
 
 #: Above this many actions the default is fewer CP-SAT workers (memory: each worker's copies).

@@ -335,12 +335,12 @@ def window_workers(workers: int) -> int:
 
 def _window_solver(seed: int, deterministic_time: float, left: float | None,
                    seconds: float = WINDOW_SECONDS, workers: int = 1) -> cp_model.CpSolver:
-    """``workers`` CP-SAT workers (one without a deadline), the seed, the window's
-    deterministic limit and — only with a deadline, ``left`` seconds away — a wall limit of
-    at most ``seconds``; CP-SAT's SIGINT handler off (Ctrl-C is the caller's)."""
+    """``workers`` CP-SAT workers (:func:`search` gives one without a deadline), the seed,
+    the window's deterministic limit and — only with a deadline, ``left`` seconds away — a
+    wall limit of at most ``seconds``; CP-SAT's SIGINT handler off (Ctrl-C is the caller's)."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
-    prm.num_workers = 1 if left is None else max(1, workers)
+    prm.num_workers = max(1, workers)
     prm.random_seed = seed
     prm.catch_sigint_signal = False
     prm.max_deterministic_time = max(0.0, deterministic_time)
