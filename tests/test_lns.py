@@ -6,7 +6,10 @@ models."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -76,6 +79,34 @@ def test_memory_limit_is_kept_and_result_reproducible(monkeypatch: pytest.Monkey
     assert max(out.peak_memory) <= 6
     assert out.makespan < seq.makespan
     assert out.makespan >= facade.combinatorial_bound(inst)
+
+
+_ACROSS_PROCESSES = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from conftest import make
+from cpsched import solve
+from cpsched.schedules.transforms import sequential_schedule
+for inst in (make(4, 2, 16, limit=6), make(4, 2, 8, I=5, W=3, limit=5, latency=1),
+             make(4, 1, 8, overlap=12, limit=6)):
+    res = solve(inst, time_limit=None, workers=1, method="search",
+                candidates={"sequential": sequential_schedule(inst)},
+                parameters={"max_deterministic_time": 0.5})
+    print(res.makespan, [(str(a.action), a.start) for a in res.schedule.actions])
+"""
+
+
+def test_reproducible_across_processes() -> None:
+    # the window's actions come as a set, which iterates by string hashes: each process
+    # has its own (PYTHONHASHSEED), and an unordered model once let CI's process find no
+    # shorter schedule where every local one did
+    out = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run([sys.executable, "-c", _ACROSS_PROCESSES, str(Path(__file__).parent)],
+                             env=env, capture_output=True, text=True, timeout=300, check=True)
+        out.append(run.stdout)
+    assert out[0] == out[1] and len(out[0].splitlines()) == 3
 
 
 def test_small_windows_on_a_larger_instance(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ and with split backward a paired ``I`` takes its ``W`` into the pair.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ class WindowModel:
     pair: dict[tuple[Action, Action], Any] = field(default_factory=dict)
 
 
-def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[Action],
+def window_model(pb: Problem, inc: Incumbent, window: Set[Action], before: set[Action],
                  plateau: bool = False) -> WindowModel | None:
     """The CP-SAT model of one window (see :mod:`cpsched.solver.lns`).  None when the window
     cannot shorten the schedule or the incumbent does not fit the model's integer memory.
@@ -47,6 +47,10 @@ def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[A
     objective also counts their ends: a solution is then never later anywhere after the
     window, and may move it earlier at an equal makespan (docs/modelling.md §17, *Plateau
     sweeps*)."""
+    # a fixed iteration order: a set of actions iterates by their string hashes, which change
+    # from process to process, and so would the model and what CP-SAT finds in a
+    # deterministic limit
+    window = dict.fromkeys(sorted(window)).keys()
     ub = inc.makespan
     dur, dev = pb.dur, pb.dev
     free = [0] * pb.inst.p  # when each device is free of the fixed part
@@ -113,7 +117,7 @@ def window_model(pb: Problem, inc: Incumbent, window: set[Action], before: set[A
     return wm
 
 
-def _pairs(pb: Problem, inc: Incumbent, wm: WindowModel, window: set[Action],
+def _pairs(pb: Problem, inc: Incumbent, wm: WindowModel, window: Set[Action],
            before: set[Action]) -> dict[Action | tuple[Action, Action], Any]:
     """Solo literals, candidate pairs and their optional intervals (module docstring), with
     the incumbent's choice as the hint; returns every interval by action or pair."""
@@ -170,7 +174,7 @@ def _pairs(pb: Problem, inc: Incumbent, wm: WindowModel, window: set[Action],
     return intervals
 
 
-def _order(pb: Problem, wm: WindowModel, window: set[Action],
+def _order(pb: Problem, wm: WindowModel, window: Set[Action],
            intervals: Mapping[Action | tuple[Action, Action], Any]) -> None:
     """Dependencies with their lags, FIFO order (a ``W`` only when both run alone, as in
     the full model) and ``NoOverlap`` per device inside the window."""
@@ -192,7 +196,7 @@ def _order(pb: Problem, wm: WindowModel, window: set[Action],
         m.add_no_overlap(ivs)
 
 
-def _memory(pb: Problem, inc: Incumbent, wm: WindowModel, window: set[Action],
+def _memory(pb: Problem, inc: Incumbent, wm: WindowModel, window: Set[Action],
             before: set[Action]) -> bool:
     """Each device's memory over the window: what the fixed part still holds is a constant
     or lasts until a window release; False if the incumbent does not fit the integer units."""
@@ -227,7 +231,7 @@ def _memory(pb: Problem, inc: Incumbent, wm: WindowModel, window: set[Action],
     return True
 
 
-def _avoiding(pb: Problem, inc: Incumbent, window: set[Action], before: set[Action],
+def _avoiding(pb: Problem, inc: Incumbent, window: Set[Action], before: set[Action],
               free: list[int]) -> int:
     """The longest path that avoids the window: from the fixed part straight into the later
     part (ticks)."""
