@@ -47,10 +47,7 @@ def window_model(pb: Problem, inc: Incumbent, window: Set[Action], before: set[A
     objective also counts their ends: a solution is then never later anywhere after the
     window, and may move it earlier at an equal makespan (docs/modelling.md §17, *Plateau
     sweeps*)."""
-    # a fixed iteration order: a set of actions iterates by their string hashes, which change
-    # from process to process, and so would the model and what CP-SAT finds in a
-    # deterministic limit
-    window = dict.fromkeys(sorted(window)).keys()
+    window = _ordered(inc, window)
     ub = inc.makespan
     dur, dev = pb.dur, pb.dev
     free = [0] * pb.inst.p  # when each device is free of the fixed part
@@ -115,6 +112,13 @@ def window_model(pb: Problem, inc: Incumbent, window: Set[Action], before: set[A
     # a tick of makespan weighs as much as a tick on every boundary action
     m.minimize(len(boundary) * wm.makespan + sum(wm.end[a] for a in boundary))
     return wm
+
+
+def _ordered(inc: Incumbent, window: Set[Action]) -> Set[Action]:
+    """``window`` as a set that iterates in a fixed order: a set of actions iterates by their
+    string hashes, which change from process to process, and so would the model and what
+    CP-SAT finds within a deterministic limit (docs/modelling.md §17)."""
+    return dict.fromkeys(sorted(window)).keys()
 
 
 def _pairs(pb: Problem, inc: Incumbent, wm: WindowModel, window: Set[Action],
