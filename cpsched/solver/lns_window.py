@@ -47,7 +47,7 @@ def window_model(pb: Problem, inc: Incumbent, window: Set[Action], before: set[A
     objective also counts their ends: a solution is then never later anywhere after the
     window, and may move it earlier at an equal makespan (docs/modelling.md §17, *Plateau
     sweeps*)."""
-    window = _ordered(inc, window)
+    window = _ordered(window)
     ub = inc.makespan
     dur, dev = pb.dur, pb.dev
     free = [0] * pb.inst.p  # when each device is free of the fixed part
@@ -114,7 +114,7 @@ def window_model(pb: Problem, inc: Incumbent, window: Set[Action], before: set[A
     return wm
 
 
-def _ordered(inc: Incumbent, window: Set[Action]) -> Set[Action]:
+def _ordered(window: Set[Action]) -> Set[Action]:
     """``window`` as a set that iterates in a fixed order: a set of actions iterates by their
     string hashes, which change from process to process, and so would the model and what
     CP-SAT finds within a deterministic limit (docs/modelling.md §17)."""
