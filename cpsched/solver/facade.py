@@ -127,12 +127,13 @@ def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: flo
     if deadline is None:
         dt = min(RELAX_DETERMINISTIC_TIME, search_deterministic_time)
         return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt,
-                                on_solver=stop.give)
+                                on_solver=stop.give, stopped=lambda: stop.requested)
     wall = deadline - time.perf_counter() - _RESERVE - _finish_seconds(inst)
     if wall < 0.2:
         return lb, []
     return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=4 * wall,
-                            time_limit=wall, on_solver=stop.give)
+                            time_limit=wall, on_solver=stop.give,
+                            stopped=lambda: stop.requested)
 
 
 #: Above this many actions the default is fewer CP-SAT workers (memory: each worker's copies).

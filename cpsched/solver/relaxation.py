@@ -14,11 +14,17 @@ forwards and backwards so that few microbatches are live, and its own actions th
 known 595).  The model is small (one device's actions), FIFO per (kind, stage, direction) and
 the implied memory precedences hold in it for the same reasons as in the full model
 (docs/modelling.md §1, §2, §14).
+
+Minimising the relaxed makespan can stall at the bound it starts from while the decision
+"makespan at most T?" is refuted at once for T above it, so a ladder of such decisions runs
+first (:func:`_ladder`, docs/modelling.md §21: p=8 v=2 m=16 profiled, limit 1: 205.073 →
+207.983 within one deterministic unit).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -102,33 +108,19 @@ def _memory(inst: Instance, m: cp_model.CpModel, start: Mapping[Action, cp_model
             m.add(start[f] >= start[rel] + dur[rel])
 
 
-def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: int,
-                 upper: int, *, deterministic_time: float, time_limit: float | None = None,
-                 on_solver: Callable[[cp_model.CpSolver], None] | None = None,
-                 ) -> DeviceRelaxation:
-    """Solve the relaxation of device ``d`` (see the module docstring) with CP-SAT, one
-    worker, within ``deterministic_time`` (and ``time_limit`` wall seconds, if given).
-
-    Args:
-        g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and tails.
-        lower, upper: a known lower bound and a known makespan (ticks); the relaxation's
-            optimum is searched in between.
-        on_solver: called with the ``CpSolver`` before it solves (Ctrl-C: its
-            ``stop_search()``; the bound proven so far is kept).
-
-    Returns:
-        :class:`DeviceRelaxation` whose ``bound`` is CP-SAT's proven bound (at least
-        ``lower``, at most ``upper``).
-    """
+def _relaxed_model(inst: Instance, g: nx.DiGraph, ht: HeadsTails, nodes: list[Action],
+                   lags: list[tuple[Action, Action, int]], lower: int, upper: int
+                   ) -> tuple[cp_model.CpModel, dict[Action, cp_model.IntVar],
+                              cp_model.IntVar]:
+    """The relaxation of one device's ``nodes`` as a CP-SAT model whose makespan lies in
+    ``[lower, upper]`` (ticks): the model, the start variables and the makespan variable."""
     head, tail = ht
     dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
-    dev = nx.get_node_attributes(g, "device")
-    nodes = [a for a in g if dev[a] == d]
     m = cp_model.CpModel()
     start = {a: m.new_int_var(head[a], max(head[a], upper - dur[a] - tail[a]), "s")
              for a in nodes}
     m.add_no_overlap([m.new_fixed_size_interval_var(start[a], dur[a], "") for a in nodes])
-    for a, b, lag in _device_lags(inst, g, dur, nodes):
+    for a, b, lag in lags:
         m.add(start[b] >= start[a] + dur[a] + lag)
     for a, nxt in fifo_pairs(inst, start):  # FIFO: docs/modelling.md §1
         m.add(start[nxt] >= start[a] + dur[a])
@@ -136,20 +128,126 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
     makespan = m.new_int_var(lower, upper, "makespan")
     for a in nodes:
         m.add(makespan >= start[a] + dur[a] + tail[a])
-    m.minimize(makespan)
+    return m, start, makespan
+
+
+@dataclass
+class _Budget:
+    """What is left of a relaxation's budget: CP-SAT deterministic units and, if given,
+    wall seconds (each run's own use is taken off)."""
+
+    deterministic: float
+    wall: float | None
+
+    def spend(self, solver: cp_model.CpSolver) -> None:
+        self.deterministic -= solver.deterministic_time
+        if self.wall is not None:
+            self.wall -= solver.wall_time
+
+    def left(self) -> bool:
+        return self.deterministic > 1e-3 and (self.wall is None or self.wall > 0.05)
+
+
+def _solver(deterministic: float, wall: float | None,
+            on_solver: Callable[[cp_model.CpSolver], None] | None) -> cp_model.CpSolver:
+    """A one-worker solver within ``deterministic`` units and ``wall`` seconds."""
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.catch_sigint_signal = False  # Ctrl-C is the caller's
-    solver.parameters.max_deterministic_time = deterministic_time
-    if time_limit is not None:
-        solver.parameters.max_time_in_seconds = max(0.01, time_limit)
+    solver.parameters.max_deterministic_time = max(1e-3, deterministic)
+    if wall is not None:
+        solver.parameters.max_time_in_seconds = max(0.01, wall)
     if on_solver is not None:
         on_solver(solver)
+    return solver
+
+
+#: share of a relaxation's budget for the makespan ladder, and of the ladder's for one question
+LADDER_SHARE, QUESTION_SHARE = 0.5, 0.125
+#: the ladder's first step is the gap over this many (ticks, at least 1)
+LADDER_STEPS = 64
+
+
+def _ladder(inst: Instance, g: nx.DiGraph, ht: HeadsTails, nodes: list[Action],
+            lags: list[tuple[Action, Action, int]], lower: int, upper: int, budget: _Budget,
+            on_solver: Callable[[cp_model.CpSolver], None] | None,
+            stopped: Callable[[], bool]) -> tuple[int, int]:
+    """The makespan ladder (docs/modelling.md §21): short decision runs "a relaxed schedule
+    of makespan at most ``T``?" from ``lower`` upward.  INFEASIBLE proves the relaxation's
+    optimum, hence the instance's, above ``T``; a schedule found lowers the upper end; an
+    undecided question halves the step, and the ladder ends when a one-tick step is
+    undecided or the budget is spent.
+
+    Returns:
+        ``(lo, hi)`` in ticks: the relaxation's optimum is proven in ``[lo, hi]``.
+    """
+    _, tail = ht
+    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
+    lo, hi = lower, upper
+    step = max(1, (hi - lo) // LADDER_STEPS)
+    units = budget.deterministic * QUESTION_SHARE
+    wall = None if budget.wall is None else budget.wall * QUESTION_SHARE
+    while lo < hi and budget.left() and not stopped():
+        t = min(hi - 1, lo + step - 1)
+        m, start, _ = _relaxed_model(inst, g, ht, nodes, lags, lo, t)
+        solver = _solver(min(budget.deterministic, units),
+                         None if wall is None else min(budget.wall, wall), on_solver)
+        code = solver.solve(m)
+        budget.spend(solver)
+        if code == cp_model.INFEASIBLE:
+            lo, step = t + 1, 2 * step
+        elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            hi = max(lo, max(solver.value(start[a]) + dur[a] + tail[a] for a in nodes))
+        elif step == 1:
+            break
+        else:
+            step = max(1, step // 2)
+    return lo, hi
+
+
+def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: int,
+                 upper: int, *, deterministic_time: float, time_limit: float | None = None,
+                 on_solver: Callable[[cp_model.CpSolver], None] | None = None,
+                 stopped: Callable[[], bool] = lambda: False) -> DeviceRelaxation:
+    """Bound the relaxation of device ``d`` (see the module docstring) with CP-SAT, one
+    worker, within ``deterministic_time`` units (and ``time_limit`` wall seconds, if given):
+    first the makespan ladder (:func:`_ladder`, :data:`LADDER_SHARE` of the budget), then
+    minimising the makespan between the ladder's ends with what is left.
+
+    Args:
+        g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and tails.
+        lower, upper: a known lower bound and a known makespan (ticks); the relaxation's
+            optimum is searched in between.
+        on_solver: called with each ``CpSolver`` before it solves (Ctrl-C: its
+            ``stop_search()``; the bound proven so far is kept).
+        stopped: whether a stop was asked for (no further CP-SAT run starts).
+
+    Returns:
+        :class:`DeviceRelaxation` whose ``bound`` is proven (at least ``lower``, at most
+        ``upper``); ``solved`` when it is the relaxation's optimum.
+    """
+    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
+    dev = nx.get_node_attributes(g, "device")
+    nodes = [a for a in g if dev[a] == d]
+    lags = _device_lags(inst, g, dur, nodes)
+    budget = _Budget(deterministic_time * LADDER_SHARE,
+                     None if time_limit is None else time_limit * LADDER_SHARE)
+    t0 = time.perf_counter()
+    lo, hi = _ladder(inst, g, ht, nodes, lags, lower, upper, budget, on_solver, stopped)
+    if lo >= hi or stopped():
+        return DeviceRelaxation(d, min(lo, upper), lo >= hi, time.perf_counter() - t0)
+    budget.deterministic += deterministic_time * (1 - LADDER_SHARE)
+    if budget.wall is not None and time_limit is not None:
+        budget.wall += time_limit * (1 - LADDER_SHARE)
+    m, _, makespan = _relaxed_model(inst, g, ht, nodes, lags, lo, hi)
+    m.minimize(makespan)
+    solver = _solver(budget.deterministic, budget.wall, on_solver)
     code = solver.solve(m)
-    if code == cp_model.INFEASIBLE:  # no schedule below upper: upper is optimal for d
-        return DeviceRelaxation(d, upper, True, solver.wall_time)
-    bound = max(lower, int(math.ceil(solver.best_objective_bound - 1e-9)))
-    return DeviceRelaxation(d, min(bound, upper), code == cp_model.OPTIMAL, solver.wall_time)
+    seconds = time.perf_counter() - t0
+    if code == cp_model.INFEASIBLE:  # no schedule below hi: hi is optimal for d
+        return DeviceRelaxation(d, hi, True, seconds)
+    bound = max(lo, int(math.ceil(solver.best_objective_bound - 1e-9)))
+    return DeviceRelaxation(d, min(bound, hi), code == cp_model.OPTIMAL, seconds)
 
 
 def pressured_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int) -> list[int]:
@@ -184,13 +282,15 @@ def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1
 def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
                      *, deterministic_time: float, time_limit: float | None = None,
                      top: int = 1, on_solver: Callable[[cp_model.CpSolver], None] | None = None,
+                     stopped: Callable[[], bool] = lambda: False,
                      ) -> tuple[int, list[DeviceRelaxation]]:
     """The best one-device relaxation bound (ticks) over the ``top`` most pressured devices
     (:func:`pressured_devices`), and each device's result.
 
     The budget — ``deterministic_time`` (CP-SAT's deterministic units, reproducible) and
     ``time_limit`` (wall seconds, if given) — is split evenly over :func:`relaxed_devices`;
-    ``lower`` is returned when there are none or ``lower >= upper``.
+    ``lower`` is returned when there are none or ``lower >= upper``.  ``on_solver`` and
+    ``stopped`` as in :func:`relax_device`.
     """
     todo = [] if lower >= upper else relaxed_devices(inst, g, ht, top)
     out: list[DeviceRelaxation] = []
@@ -202,10 +302,10 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
             break
         r = relax_device(inst, g, ht, d, best, upper,
                          deterministic_time=deterministic_time / len(todo), time_limit=wall,
-                         on_solver=on_solver)
+                         on_solver=on_solver, stopped=stopped)
         out.append(r)
         best = max(best, r.bound)
-        if best >= upper:
+        if best >= upper or stopped():
             break
     return best, out
 
