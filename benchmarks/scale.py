@@ -50,7 +50,7 @@ def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]
         f"{res.schedule.extra['warm_start_makespan']:g} -> {ws['makespan']:g} "
         f"({ws['windows']} windows, {ws['seconds']:g} s)")
     return {
-        "instance": inst.name, "actions": len(res.schedule.actions),
+        "instance": inst.name, "actions": inst.n_actions,
         "best known that fits": f"{best_name} {best:g}" if best is not None else "-",
         "cpsched": res.makespan, "bound": res.lower_bound,
         "gap %": round(100 * (res.gap or 0.0), 2), "status": str(res.status),
