@@ -75,10 +75,10 @@ def test_the_ladder_alone_reaches_a_small_relaxation_optimum() -> None:
     nodes = [a for a in g if dev[a] == 0]
     lags = relaxation._device_lags(inst, g, dict(dur), nodes)  # noqa: SLF001
     budget = relaxation._Budget(20, None)  # noqa: SLF001
-    lo, hi = relaxation._ladder(inst, g, ht, nodes, lags, lb, 600, budget, None,  # noqa: SLF001
-                                lambda: False)
+    lo, hi = relaxation._ladder(inst, ht, dict(dur), nodes, lags, lb, 600,  # noqa: SLF001
+                                budget, None, lambda: False)
     assert (lo, hi) == (585, 585) and budget.deterministic < 20
-    stopped = relaxation._ladder(inst, g, ht, nodes, lags, lb, 600,  # noqa: SLF001
+    stopped = relaxation._ladder(inst, ht, dict(dur), nodes, lags, lb, 600,  # noqa: SLF001
                                  relaxation._Budget(20, None), None, lambda: True)  # noqa: SLF001
     assert stopped == (lb, 600)  # a stop asked for: no question is put
 

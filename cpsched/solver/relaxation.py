@@ -108,14 +108,14 @@ def _memory(inst: Instance, m: cp_model.CpModel, start: Mapping[Action, cp_model
             m.add(start[f] >= start[rel] + dur[rel])
 
 
-def _relaxed_model(inst: Instance, g: nx.DiGraph, ht: HeadsTails, nodes: list[Action],
-                   lags: list[tuple[Action, Action, int]], lower: int, upper: int
-                   ) -> tuple[cp_model.CpModel, dict[Action, cp_model.IntVar],
-                              cp_model.IntVar]:
-    """The relaxation of one device's ``nodes`` as a CP-SAT model whose makespan lies in
-    ``[lower, upper]`` (ticks): the model, the start variables and the makespan variable."""
+def _relaxed_model(inst: Instance, ht: HeadsTails, dur: Mapping[Action, int],
+                   nodes: list[Action], lags: list[tuple[Action, Action, int]], lower: int,
+                   upper: int) -> tuple[cp_model.CpModel, dict[Action, cp_model.IntVar],
+                                        cp_model.IntVar]:
+    """The relaxation of one device's ``nodes`` (durations ``dur``, ticks) as a CP-SAT model
+    whose makespan lies in ``[lower, upper]`` (ticks): the model, the start variables and the
+    makespan variable."""
     head, tail = ht
-    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
     m = cp_model.CpModel()
     start = {a: m.new_int_var(head[a], max(head[a], upper - dur[a] - tail[a]), "s")
              for a in nodes}
@@ -168,7 +168,7 @@ LADDER_SHARE, QUESTION_SHARE = 0.5, 0.125
 LADDER_STEPS = 64
 
 
-def _ladder(inst: Instance, g: nx.DiGraph, ht: HeadsTails, nodes: list[Action],
+def _ladder(inst: Instance, ht: HeadsTails, dur: Mapping[Action, int], nodes: list[Action],
             lags: list[tuple[Action, Action, int]], lower: int, upper: int, budget: _Budget,
             on_solver: Callable[[cp_model.CpSolver], None] | None,
             stopped: Callable[[], bool]) -> tuple[int, int]:
@@ -182,14 +182,13 @@ def _ladder(inst: Instance, g: nx.DiGraph, ht: HeadsTails, nodes: list[Action],
         ``(lo, hi)`` in ticks: the relaxation's optimum is proven in ``[lo, hi]``.
     """
     _, tail = ht
-    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
     lo, hi = lower, upper
     step = max(1, (hi - lo) // LADDER_STEPS)
     units = budget.deterministic * QUESTION_SHARE
     wall = None if budget.wall is None else budget.wall * QUESTION_SHARE
     while lo < hi and budget.left() and not stopped():
         t = min(hi - 1, lo + step - 1)
-        m, start, _ = _relaxed_model(inst, g, ht, nodes, lags, lo, t)
+        m, start, _ = _relaxed_model(inst, ht, dur, nodes, lags, lo, t)
         solver = _solver(min(budget.deterministic, units),
                          None if wall is None else min(budget.wall, wall), on_solver)
         code = solver.solve(m)
@@ -233,13 +232,13 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
     budget = _Budget(deterministic_time * LADDER_SHARE,
                      None if time_limit is None else time_limit * LADDER_SHARE)
     t0 = time.perf_counter()
-    lo, hi = _ladder(inst, g, ht, nodes, lags, lower, upper, budget, on_solver, stopped)
+    lo, hi = _ladder(inst, ht, dur, nodes, lags, lower, upper, budget, on_solver, stopped)
     if lo >= hi or stopped():
         return DeviceRelaxation(d, min(lo, upper), lo >= hi, time.perf_counter() - t0)
     budget.deterministic += deterministic_time * (1 - LADDER_SHARE)
     if budget.wall is not None and time_limit is not None:
         budget.wall += time_limit * (1 - LADDER_SHARE)
-    m, _, makespan = _relaxed_model(inst, g, ht, nodes, lags, lo, hi)
+    m, _, makespan = _relaxed_model(inst, ht, dur, nodes, lags, lo, hi)
     m.minimize(makespan)
     solver = _solver(budget.deterministic, budget.wall, on_solver)
     code = solver.solve(m)
