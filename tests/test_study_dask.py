@@ -102,8 +102,14 @@ def test_killed_worker_mid_study_still_completes(
 
 
 def _results(study: Path) -> dict[str, bytes]:
+    """The finished results: ``results/*.csv``, not the hidden temporary files of an atomic
+    write or of the directory's writability probe (a SIGINT sent on seeing one of those
+    could land before any result exists)."""
     d = study / "results"
-    return {p.name: p.read_bytes() for p in d.iterdir()} if d.is_dir() else {}
+    if not d.is_dir():
+        return {}
+    return {p.name: p.read_bytes() for p in d.iterdir()
+            if not p.name.startswith(".") and p.name.endswith(".csv")}
 
 
 def test_sigint_then_rerun_solves_only_what_had_not_finished(
