@@ -137,11 +137,12 @@ def chain_heads_tails(instance: Instance) -> tuple[dict[Kind, list[int]], dict[K
 
 @dataclass(frozen=True)
 class DefaultTasks:
-    """The default actions of a ``loop``/``v`` pipeline as integer arrays (for the event
-    engine, :func:`cpsched.engine.dispatch`).
+    """The default actions of a pipeline as integer arrays (for the event engine,
+    :func:`cpsched.engine.dispatch`).
 
     Task ``(kind_index * S + s) * m + i`` is ``kinds[kind_index]`` of stage ``s`` for
-    microbatch ``i``.  Per task: ``duration`` (ticks), ``device``, ``succ`` (successor, lag).
+    microbatch ``i``.  Per task: ``duration`` (ticks), ``device`` (of the microbatch's
+    direction under ``bidirectional`` placement), ``succ`` (successor, lag).
     Per (kind, stage): ``dur``, ``head``, ``tail`` (ticks, as :func:`chain_heads_tails`).
     ``bound``: :func:`cpsched.graph.lower_bound`'s value (critical path; per device min head
     + work + min tail), computed from those without building a graph.
@@ -166,11 +167,13 @@ class DefaultTasks:
 
 
 def default_tasks(instance: Instance) -> DefaultTasks:
-    """The :class:`DefaultTasks` of ``instance`` (devices of direction 0 with
-    ``bidirectional`` placement)."""
+    """The :class:`DefaultTasks` of ``instance``.  Under ``bidirectional`` placement
+    microbatches ``m // 2 ..`` run on direction 1's devices; both directions have the same
+    durations and lags per stage (so the same heads and tails)."""
     S, m, kinds = instance.num_stages, instance.m, default_kinds(instance)
     tk = stage_ticks(instance)
-    dev, fl, bl, bk = tk.device[0], tk.forward_lag[0], tk.backward_lag[0], kinds[1]
+    fl, bl, bk, half = tk.forward_lag[0], tk.backward_lag[0], kinds[1], tk.half
+    groups = [(0, half, tk.device[0])] + ([(half, m, tk.device[1])] if half < m else [])
     ki = {k: n for n, k in enumerate(kinds)}
     durations, devices, succ = [], [], []
     for kk, k in enumerate(kinds):
@@ -184,16 +187,18 @@ def default_tasks(instance: Instance) -> DefaultTasks:
                 if s > 0:
                     nxt.append(((kk * S + s - 1) * m, bl[s - 1]))
             durations += [tk.duration[k][s]] * m
-            devices += [dev[s]] * m
+            for lo, hi, dev in groups:
+                devices += [dev[s]] * (hi - lo)
             succ += [[(t + i, lag) for t, lag in nxt] for i in range(m)]
     dur = {k: list(tk.duration[k]) for k in kinds}
     head, tail = chain_heads_tails(instance)
     ks = [(k, s) for k in kinds for s in range(S)]
     bound = max(head[k][s] + dur[k][s] + tail[k][s] for k, s in ks)
     for d in range(instance.p):
-        mine = [(k, s) for k, s in ks if dev[s] == d]
-        bound = max(bound, min(head[k][s] for k, s in mine) + m * sum(dur[k][s] for k, s in mine)
-                    + min(tail[k][s] for k, s in mine))
+        mine = [(k, s, hi - lo) for lo, hi, dev in groups for k, s in ks if dev[s] == d]
+        bound = max(bound, min(head[k][s] for k, s, _ in mine)
+                    + sum(n * dur[k][s] for k, s, n in mine)
+                    + min(tail[k][s] for k, s, _ in mine))
     return DefaultTasks(kinds, S, m, durations, devices, succ, dur, head, tail, bound)
 
 

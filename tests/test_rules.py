@@ -100,6 +100,11 @@ def test_stage_ticks_bidirectional_directions() -> None:
     dict(p=3, v=1, m=5, F=1, I=2, W=1, latency=1),
     dict(p=2, v=2, m=4, F=[1, 2, 1, 3], I=1, W=[0, 1, 1, 1], placement="v", latency=0.5),
     dict(p=4, v=1, m=6, F=2, B=[3, 1, 4, 1]),
+    # bidirectional: direction 1 on its own devices, and uneven costs make the per-device
+    # work differ from m times direction 0's stage
+    dict(p=4, v=1, m=8, F=[1, 1, 1, 1.4], I=1, W=[0.65, 0.65, 0.65, 1.1],
+         placement="bidirectional", latency=0.5),
+    dict(p=2, v=1, m=6, F=[1, 3], B=[2, 5], placement="bidirectional"),
 ])
 def test_default_tasks_match_the_task_graph(kw: dict) -> None:
     """Heads, tails and the bound computed per (kind, stage) equal the networkx graph's."""

@@ -48,6 +48,11 @@ longer than interleaved 1F1B on every point; this portfolio equals it (the lower
 at the same peak memory, and is never longer on 216 points with p2p latency 0 or 0.3, uneven
 costs and split backward (p = 2/4/8, v = 2/3/4, m = p..3p).  With ``v = 1`` ``dfs`` is 1F1B and
 runs alone, as before.
+
+**Bidirectional placement** (DualPipe's shape) has its own admission, a reservation along the
+microbatch's path, since two directions can deadlock under the banker's rule:
+:mod:`cpsched.schedules.listsched_bidi` (docs/modelling.md §23); :func:`pipeline_list_schedule`
+hands such instances to it.
 """
 
 from __future__ import annotations
@@ -60,9 +65,11 @@ from dataclasses import dataclass
 from cpsched.actions import Action, DeviceOrders, Kind, Step
 from cpsched.engine import DispatchResult, dispatch, paused_gc
 from cpsched.instance import Instance
+from cpsched.schedules.listsched_bidi import bidi_list_schedule
 from cpsched.schedules.listsched_rules import (
     PRIORITY_RULES,
     RULES,
+    ListSchedulerError,
     Problem,
     bfs,
     cp,
@@ -97,10 +104,6 @@ _LOOSE: tuple[tuple[str, float], ...] = tuple((r, k) for k in (4.0, 8.0)
 _WINDOWS: tuple[tuple[float, float] | None, ...] = (None, (1.0, 1.0), (2.0, 2.0))
 #: Portfolio budget in action starts (~12 runs at p=32 v=2 m=256); run_all's deadline too.
 BUDGET = 600_000
-
-
-class ListSchedulerError(RuntimeError):
-    """The list scheduler got stuck (a bug: admission is designed never to deadlock)."""
 
 
 @dataclass
@@ -378,6 +381,11 @@ def pipeline_list_schedule(inst: Instance, tie_break: str = "dfs", *,
             no limit; the ``ilv`` runs come on top); the default covers the full portfolio up
             to ~1400 actions.
 
+    On ``bidirectional`` placement this is
+    :func:`~cpsched.schedules.listsched_bidi.bidi_list_schedule`: its own portfolio, with
+    ``tie_break`` first and ``restarts // 2`` restarts, always memory-aware when there is a
+    limit; ``window``, ``memory_aware``, ``slack`` and ``portfolio`` do not apply there.
+
     Returns:
         A :class:`ListResult` (orders, makespan in ticks, configuration, start ticks).
 
@@ -386,6 +394,10 @@ def pipeline_list_schedule(inst: Instance, tie_break: str = "dfs", *,
         ListSchedulerError: the scheduler got stuck (a bug).
     """
     rule_function(tie_break)
+    if inst.placement == "bidirectional":  # reservation along the path: listsched_bidi
+        res, bpb, name = bidi_list_schedule(inst, tie_break, restarts=restarts // 2,
+                                            seed=seed, budget=budget)
+        return _result(bpb, _Run(res, res.makespan, name))
     memory = (inst.memory_limit is not None) if memory_aware is None else memory_aware
     memory = memory and inst.memory_limit is not None
     # the full portfolio when asked for or with a limit; else by default, when a device holds
@@ -411,19 +423,14 @@ def pipeline_list_schedule(inst: Instance, tie_break: str = "dfs", *,
         return _result(pb, best)
 
 
-def _list_check(inst: Instance) -> str | None:
-    if inst.placement == "bidirectional":
-        return 'pipeline.placement = "bidirectional": list needs "loop" or "v"'
-    return None
-
-
 @register("list", summary="list scheduler: non-delay priority rule + tie-breakers; "
                           "memory-aware (never over the limit) when a limit is set",
-          preconditions='placement "loop" or "v"',
+          preconditions="any placement (bidirectional: reservation along the path, "
+                        "docs/modelling.md §23)",
           source="list scheduling (HLS); pipeline-scheduling article (dfs -> 1F1B, "
                  "bfs -> AFAB); Zero Bubble greedy W placement (arXiv:2401.10241); "
                  "Megatron-LM interleaved order as the ilv rule (arXiv:2104.04473)",
-          check=_list_check, expensive=True)
+          check=lambda inst: None, expensive=True)
 def list_scheduler(inst: Instance, tie_break: str = "dfs",
                    window: Sequence[int] | int | str | None = "auto",
                    memory_aware: bool | None = None, slack: float | None = 0.0,

@@ -34,6 +34,10 @@ RULES = ("dfs", "bfs", "cp", "due", "ilv")
 Key = tuple[float, ...]
 
 
+class ListSchedulerError(RuntimeError):
+    """The list scheduler got stuck (a bug: admission is designed never to deadlock)."""
+
+
 def default_window(inst: Instance) -> tuple[int, ...]:
     """The ``dfs`` window per device: ``ceil((S - first stage of d) / v)``."""
     S, v = inst.num_stages, inst.v
@@ -231,7 +235,8 @@ def interleaved_cap(pb: Problem) -> float:
 
 
 __all__ = [
-    "PRIORITY_RULES", "RULES", "Key", "Problem", "Rule", "bfs", "cp", "default_window", "dfs",
+    "PRIORITY_RULES", "RULES", "Key", "ListSchedulerError", "Problem", "Rule", "bfs", "cp",
+    "default_window", "dfs",
     "due", "group_size", "ilv", "interleaved_cap", "interleaved_warmup", "rule_function",
     "task_keys", "w_last",
 ]

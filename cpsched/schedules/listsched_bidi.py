@@ -1,0 +1,259 @@
+"""The list scheduler on ``bidirectional`` placement (DualPipe's shape): memory-aware, so a
+known schedule that fits a limit below DualPipe's own peak (docs/modelling.md §23).
+
+The loop/V list scheduler (:mod:`cpsched.schedules.listsched`) admits a forward by the
+banker's rule on its own device: there the oldest microbatch can always proceed, because all
+microbatches flow the same way.  With two directions that argument fails: device ``d`` full of
+direction-0 microbatches that wait for device ``d + 1``, while ``d + 1`` is full of
+direction-1 microbatches that wait for ``d``, is a deadlock.  Here a microbatch therefore
+**reserves its activation on every device of its path when it enters** (its forward of stage
+0) and gives each part back where docs/spec.md §1 releases it.  An admitted microbatch never
+waits for memory, so the non-delay dispatch (:func:`cpsched.engine.dispatch`) never
+deadlocks and the limit holds at every instant (what a device holds is at most what is
+reserved on it).  A microbatch enters only when its whole reservation fits, and, with a
+*window* ``w``, only while fewer than ``w`` microbatches of its direction are in flight.
+
+The reservation is pessimistic on the devices far from a direction's entry (their share is
+taken before their forward runs), which is why the window runs and the loose ``overbook``
+runs exist: ``overbook`` lets the reservations exceed the limit by that much while every
+forward still checks the memory actually held on its device; such a run can get stuck, and
+is then dropped (it is a portfolio candidate, never the only one).
+
+Priority rules are the loop scheduler's (:mod:`cpsched.schedules.listsched_rules`), with the
+microbatch index counted within its direction, so the two directions interleave; FIFO order
+holds per (kind, stage, direction) (docs/modelling.md §1).  Overlapped F&B pairs are not
+formed (they are optional, docs/spec.md §1); the solver's window search forms them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+
+from cpsched.actions import Kind
+from cpsched.engine import DispatchResult, TaskTable, dispatch, paused_gc
+from cpsched.instance import Instance
+from cpsched.schedules.listsched_rules import (
+    Key,
+    ListSchedulerError,
+    Problem,
+    rule_function,
+    w_last,
+)
+from cpsched.schedules.registry import deadline
+
+_EPS = 1e-9
+#: Rules of the portfolio, in order (``dueX``: see :func:`~cpsched.schedules.listsched_rules.due`).
+_RULES: tuple[str, ...] = ("dfs", "due0.2", "due0.3", "due0.4", "due0.5", "due1.0", "bfs", "cp")
+#: Entry windows tried, in multiples of ``p`` microbatches per direction (None: no window).
+_WINDOWS: tuple[float | None, ...] = (None, 0.5)
+#: Overbooking tried, in units of the largest stage activation (0: the strict reservation).
+#: Measured (docs/modelling.md §23): the strict reservation is the worst, 4-6 the best.
+_OVERBOOK: tuple[float, ...] = (0.0, 2.0, 4.0, 6.0, 8.0)
+
+
+class BidiProblem(Problem):
+    """:class:`~cpsched.schedules.listsched_rules.Problem` of a ``bidirectional`` instance:
+    FIFO queues per (kind, stage, direction), and per direction the device of each stage."""
+
+    def __init__(self, inst: Instance) -> None:
+        if inst.placement != "bidirectional":
+            raise ValueError(f'placement = "{inst.placement}": needs "bidirectional"')
+        super().__init__(inst)
+        m, S, half = self.m, self.S, inst.m // 2
+        self.half = half
+        nq = len(self.kinds) * S
+        queues = [q for n in range(nq)
+                  for q in (list(range(n * m, n * m + half)), list(range(n * m + half, n * m + m)))]
+        by_dev: list[list[int]] = [[] for _ in range(inst.p)]
+        for k, q in enumerate(queues):
+            by_dev[self.dev_of[q[0]]].append(k)
+        old = self.table
+        self.table = TaskTable(old.duration, old.resource, old.capacity, old.succ, queues,
+                               [*by_dev, []])
+        #: path[r][s]: device of stage s in direction r
+        self.path = [[inst.device_of(s, 0) for s in range(S)],
+                     [inst.device_of(s, half) for s in range(S)]]
+
+    def direction(self, i: int) -> int:
+        """0 for microbatches ``< m // 2``, else 1."""
+        return 0 if i < self.half else 1
+
+
+def _keys(pb: BidiProblem, rule: str, w_policy: str, jitter: Sequence[float] | None
+          ) -> list[Key]:
+    """Key of every task: ``(w_last, rule with the microbatch index within its direction
+    (+ jitter), direction)``."""
+    fn = rule_function(rule)
+    keys: list[Key] = []
+    for k in pb.kinds:
+        rk = pb.bk if (k == Kind.W and w_policy == "eager") else k
+        for s in range(pb.S):
+            w = w_last(pb, rk, s, 0)
+            for i in range(pb.m):
+                r = pb.direction(i)
+                kk = fn(pb, rk, s, i - r * pb.half)
+                if jitter is not None:
+                    kk = (kk[0] + jitter[len(keys)], *kk[1:])
+                keys.append(w + kk + (r,))
+    return keys
+
+
+class _Reservation:
+    """Entry admission by reservation along the path (module docstring): the engine's
+    ``admit`` / ``on_start`` / ``on_finish`` hooks."""
+
+    def __init__(self, pb: BidiProblem, limit: float | None, window: int | None,
+                 overbook: float) -> None:
+        self.pb, self.limit, self.window, self.overbook = pb, limit, window, overbook
+        p = pb.inst.p
+        self.reserved = [0.0] * p
+        self.held = [0.0] * p
+        self.flight = [0, 0]
+        self.open = [0] * pb.m  # stages of a microbatch not yet released
+        # per direction: what a microbatch reserves on each device
+        self.need: list[list[float]] = [[0.0] * p, [0.0] * p]
+        for r in (0, 1):
+            for s, d in enumerate(pb.path[r]):
+                self.need[r][d] += pb.act[s]
+
+    def admit(self, t: int) -> bool:
+        """May forward ``t`` start now?"""
+        pb = self.pb
+        i, s, d = pb.mb_of[t], pb.stage_of[t], pb.dev_of[t]
+        if s == 0:
+            r = pb.direction(i)
+            if self.window is not None and self.flight[r] >= self.window:
+                return False
+            if self.limit is not None:
+                top = self.limit + self.overbook + _EPS
+                if any(self.reserved[x] + n > top for x, n in enumerate(self.need[r]) if n):
+                    return False
+        if self.limit is not None and self.overbook:
+            return self.held[d] + pb.act[s] <= self.limit + _EPS
+        return True
+
+    def start(self, t: int, now: int) -> None:
+        """A forward takes its activation; a microbatch entering reserves its path."""
+        pb = self.pb
+        i, s = pb.mb_of[t], pb.stage_of[t]
+        if s == 0:
+            r = pb.direction(i)
+            self.flight[r] += 1
+            self.open[i] = pb.S
+            for x, n in enumerate(self.need[r]):
+                self.reserved[x] += n
+        self.held[pb.dev_of[t]] += pb.release_of[t]
+
+    def finish(self, t: int, end: int) -> None:
+        """A backward gives memory back (docs/spec.md §1); the last one ends the flight."""
+        pb = self.pb
+        d, rel, i = pb.dev_of[t], pb.release_of[t], pb.mb_of[t]
+        self.held[d] -= rel
+        self.reserved[d] -= rel
+        if pb.closes[t]:
+            self.open[i] -= 1
+            if self.open[i] == 0:
+                self.flight[pb.direction(i)] -= 1
+
+
+#: One run: (rule, window in microbatches per direction or None, overbook, W policy).
+Config = tuple[str, int | None, float, str]
+
+
+def _configs(inst: Instance, first: str) -> list[Config]:
+    amax = max(inst.activation)
+    windows = list(dict.fromkeys(None if w is None else max(1, round(w * inst.p))
+                                 for w in _WINDOWS))
+    books = _OVERBOOK if inst.memory_limit is not None else (0.0,)
+    policies = ("lazy", "eager") if inst.split_backward else ("lazy",)
+    rules = [first] + [r for r in _RULES if r != first]
+    return [(r, w, b * amax, wp) for r in rules for w in windows for b in books
+            for wp in policies]
+
+
+def run_bidi(pb: BidiProblem, cfg: Config, jitter: Sequence[float] | None = None
+             ) -> DispatchResult | None:
+    """One run of ``cfg`` (times in ticks); None when an overbooked run got stuck."""
+    rule, window, overbook, wp = cfg
+    adm = _Reservation(pb, pb.inst.memory_limit, window, overbook)
+    res = dispatch(pb.table, _keys(pb, rule, wp, jitter), admit=adm.admit,
+                   on_start=adm.start, on_finish=adm.finish, local=False, hooked=pb.hooked)
+    if not res.complete:
+        if not overbook:  # a strict reservation cannot get stuck (module docstring)
+            raise ListSchedulerError(f"bidirectional list scheduler stuck ({cfg})")
+        return None
+    return res
+
+
+def bidi_portfolio(pb: BidiProblem, first: str = "dfs", restarts: int = 12, seed: int = 0,
+                   budget: int | None = None) -> tuple[DispatchResult, str]:
+    """The best run (smallest makespan; ties: the earlier run) of the portfolio: every rule
+    (``first`` first), entry window, overbooking and ``W`` policy, then ``restarts`` runs of
+    the best three with seeded random offsets on their keys; at most ``budget`` action starts
+    (an evenly spread subset of the configurations when they do not all fit) and the
+    registry's deadline.  Returns the dispatch result and its configuration's name.
+
+    Raises:
+        ListSchedulerError: a strict run got stuck (a bug).
+    """
+    n = len(pb.table.duration)
+    configs = _configs(pb.inst, first)
+    if budget is not None:
+        runs = max(1, budget // max(1, n))
+        restarts = min(restarts, runs // 4)
+        if runs - restarts < len(configs):
+            k = max(1, runs - restarts)
+            configs = [configs[(j * len(configs)) // k] for j in range(k)]
+    stop = deadline()
+    tried: list[tuple[int, int, Config]] = []
+    best: tuple[DispatchResult, str] | None = None
+    for k, cfg in enumerate(configs):
+        if best is not None and (best[0].makespan <= pb.bound
+                                 or (stop is not None and time.perf_counter() >= stop)):
+            return best
+        res = run_bidi(pb, cfg)
+        if res is None:
+            continue
+        tried.append((res.makespan, k, cfg))
+        if best is None or res.makespan < best[0].makespan:
+            best = res, _name(cfg)
+    assert best is not None  # the first configuration is strict
+    tried.sort(key=lambda x: (x[0], x[1]))
+    top = [cfg for _, _, cfg in tried[:3]]
+    rng = random.Random(seed)
+    noise = 4.0 * max(1.0, sum(pb.dur[Kind.F]) / len(pb.dur[Kind.F]))
+    for k in range(restarts):
+        if best[0].makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop):
+            break
+        cfg = top[k % len(top)]
+        res = run_bidi(pb, cfg, [rng.random() * noise for _ in range(n)])
+        if res is not None and res.makespan < best[0].makespan:
+            best = res, f"{_name(cfg)} jitter(seed={seed}, run {k})"
+    return best
+
+
+def _name(cfg: Config) -> str:
+    rule, window, overbook, wp = cfg
+    return f"{rule} bidirectional window={window} overbook={overbook:g} {wp}"
+
+
+def bidi_list_schedule(inst: Instance, tie_break: str = "dfs", *, restarts: int = 12,
+                       seed: int = 0, budget: int | None = None
+                       ) -> tuple[DispatchResult, BidiProblem, str]:
+    """List-schedule a ``bidirectional`` instance (module docstring): the portfolio's best
+    run, its problem (to read the actions) and its configuration.
+
+    Raises:
+        ValueError: not bidirectional, or an unknown rule.
+        ListSchedulerError: a strict run got stuck (a bug).
+    """
+    rule_function(tie_break)
+    with paused_gc():
+        pb = BidiProblem(inst)
+        res, name = bidi_portfolio(pb, tie_break, restarts, seed, budget)
+    return res, pb, name
+
+
+__all__ = ["BidiProblem", "bidi_list_schedule", "bidi_portfolio", "run_bidi"]
