@@ -248,6 +248,11 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
         say(f"modulo pattern: period {fmt(mp['period'])} (at least {fmt(mp['min_period'])}), "
             f"{fmt(mp['makespan'])} in {mp['seconds']:g} s"
             + (", the warm start" if mp["warm_start"] else ", not shorter than the warm start"))
+    tb = res.stats.get("tent")
+    if tb is not None and tb["bound"] > tb["before"]:  # docs/modelling.md §24
+        say(f"tent bound: {fmt(tb['before'])} -> {fmt(tb['bound'])} in {tb['seconds']:g} s "
+            f"(memory around each microbatch's turn, devices "
+            f"{', '.join(map(str, tb['devices']))})")
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; it starts from the warm start
         moves = ws.get("plateau_moves", 0)

@@ -32,7 +32,13 @@ from cpsched.model import Schedule, Status
 from cpsched.solver import isolated, lns
 from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel, solution_schedule
-from cpsched.solver.prelude import check_method, modulo_candidate, window_search, window_stats
+from cpsched.solver.prelude import (
+    check_method,
+    modulo_candidate,
+    tent,
+    window_search,
+    window_stats,
+)
 from cpsched.solver.progress import Progress, ProgressCallback
 from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound, relaxed_devices
 from cpsched.solver.warm_start import best_warm_start
@@ -194,7 +200,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     lb, g, ht = _bounds(inst)
     stop = _TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
-    warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
+    warm, hint, horizon, lb, pre = _before_search(inst, candidates, lb, g, ht, deadline, stop)
     cb = Progress(inst, t0, on_progress, min(lb, horizon))
     start_horizon = horizon
     hint, horizon, windows = window_search(inst, g, hint, horizon, lb, deadline, seed,
@@ -202,7 +208,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     skip = _skip_model(inst, deadline, windows, stop.requested, method)
     if skip is not None:
         return _without_model(inst, g, hint, lb, horizon, t0, warm, start_horizon, windows,
-                              pattern, skip)
+                              pre, skip)
     model = _model(inst, hint, horizon, lb)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
@@ -226,8 +232,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
             "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
             "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
                                 for r in relaxed],
-            "window_search": window_stats(inst, windows), "modulo": pattern
-        } | _model_stats(model))
+            "window_search": window_stats(inst, windows)} | pre | _model_stats(model))
 
 
 #: seconds per action to build the full model (measured 2.1 s for 24576 actions on a slow
@@ -262,17 +267,18 @@ def _no_time_for_model(inst: Instance, deadline: float | None) -> bool:
 
 def _without_model(inst: Instance, g: Any, hint: Any, lb: int, horizon: int,
                    t0: float, warm: str, start_horizon: int, windows: lns.LnsStats | None,
-                   pattern: dict[str, Any] | None, message: str) -> Result:
+                   pre: dict[str, Any], message: str) -> Result:
     """The window search's best schedule (or the warm start when it did not run), validated,
     when the model is not built (method ``search``, Ctrl-C in the window search, or too little
     time left for it); ``hint`` is ``{action: start}`` or, with an overlap cost, a
-    :class:`PairSolution`."""
+    :class:`PairSolution`; ``pre``: the stats of the steps before the search (modulo
+    pattern, tent bound)."""
     schedule = solution_schedule(inst, nx.get_node_attributes(g, "device"),
                                  nx.get_node_attributes(g, "duration"), hint, "cpsat")
     _certify(schedule, min(lb, horizon), t0, warm, start_horizon, message)
     return Result(schedule, schedule.solve_seconds, warm, "UNKNOWN", message=message, stats={
-        "window_search": window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb),
-        "modulo": pattern})
+        "window_search": window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb)
+    } | pre)
 
 
 def _known(inst: Instance, deadline: float | None, t0: float) -> dict[str, Schedule]:
@@ -426,6 +432,17 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
         # fusing an overlapped I alone can only shorten it
         return warm, hint, hint.makespan, pattern
     return warm, {a.action: inst.ticks(a.start) for a in hint_rows}, horizon, pattern
+
+
+def _before_search(inst: Instance, candidates: Mapping[str, Schedule], lb: int, g: Any,
+                   ht: Any, deadline: float | None, stop: _TrackedStop
+                   ) -> tuple[str, Any, int, int, dict[str, Any]]:
+    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound from
+    ``lb`` against that horizon (docs/modelling.md §24): also the bound (ticks) and the
+    ``Result.stats`` of both steps (``modulo``, ``tent``)."""
+    warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
+    lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop)
+    return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents}
 
 
 def _model(inst: Instance, hint: Any, horizon: int, lb: int) -> PipelineModel:

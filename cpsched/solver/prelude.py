@@ -1,6 +1,7 @@
-"""What :func:`cpsched.solver.facade.solve` runs before the full model on large instances:
-the modulo schedule as one more warm-start candidate (docs/modelling.md §22) and the window
-search that shortens the warm start (§17), with the shares of the time limit they get.
+"""What :func:`cpsched.solver.facade.solve` runs before the full model: the modulo schedule
+as one more warm-start candidate on large instances (docs/modelling.md §22), the tent bound
+where memory sets the pace (§24), and the window search that shortens the warm start (§17),
+with the shares of the time limit they get.
 
 Which of them run is the solve *method* (:data:`METHODS`): ``auto`` decides by the model's
 size, ``model`` skips the window search, ``search`` gives it the time the full model would
@@ -19,6 +20,7 @@ from cpsched.model import Schedule
 from cpsched.schedules import modulo
 from cpsched.solver import lns
 from cpsched.solver.overlap import PairSolution
+from cpsched.tent_bound import applies, tent_bound
 
 #: The solve methods: ``auto`` — on models of :data:`cpsched.solver.lns.MIN_ACTIONS` or more
 #: actions the window search, then the full model; below that the full model alone;
@@ -34,6 +36,8 @@ WINDOW_SHARE, WINDOW_DETERMINISTIC_TIME = 0.8, 30.0
 #: share of the time left that the modulo period scan may take, and the model size from
 #: which it runs (as the window search; docs/modelling.md §22)
 MODULO_SHARE, MODULO_MIN_ACTIONS = 0.2, 1500
+#: share of the time left, and at most this many seconds, for the tent bound's LPs
+TENT_SHARE, TENT_MAX_SECONDS = 0.1, 15.0
 
 
 def check_method(method: str) -> None:
@@ -97,6 +101,26 @@ def modulo_candidate(inst: Instance, deadline: float | None, stop: Any) -> Sched
     return modulo.modulo_schedule(inst, until, lambda: stop.requested)
 
 
+def tent(inst: Instance, g: Any, ht: Any, lb: int, upper: int, deadline: float | None,
+         stop: Any) -> tuple[int, dict[str, Any] | None]:
+    """The tent bound (:mod:`cpsched.tent_bound`, docs/modelling.md §24) when it applies and
+    a gap to ``upper`` (a known makespan, ticks) is open, within :data:`TENT_SHARE` of the
+    time left (at most :data:`TENT_MAX_SECONDS`; the LPs are deterministic without a limit):
+    the bound (ticks, at least ``lb``) and ``Result.stats["tent"]`` (None when it did not
+    run)."""
+    if not applies(inst) or lb >= upper or stop.requested:
+        return lb, None
+    wall = None
+    if deadline is not None:
+        wall = min(TENT_SHARE * (deadline - time.perf_counter()), TENT_MAX_SECONDS)
+        if wall < 0.2:
+            return lb, None
+    r = tent_bound(inst, g, ht, lb, upper, time_limit=wall, stopped=lambda: stop.requested)
+    return r.bound, {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
+                     "devices": list(r.devices), "cell": inst.from_ticks(r.cell),
+                     "complete": r.complete, "seconds": round(r.seconds, 2)}
+
+
 def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] | None:
     """``Result.stats["window_search"]``: windows solved, improvements, plateau moves,
     seconds, makespan."""
@@ -107,6 +131,6 @@ def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] |
             "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
 
 
-__all__ = ["METHODS", "MODULO_MIN_ACTIONS", "MODULO_SHARE", "WINDOW_DETERMINISTIC_TIME",
-           "WINDOW_SHARE", "check_method", "modulo_candidate", "window_search",
-           "window_stats"]
+__all__ = ["METHODS", "MODULO_MIN_ACTIONS", "MODULO_SHARE", "TENT_MAX_SECONDS", "TENT_SHARE",
+           "WINDOW_DETERMINISTIC_TIME", "WINDOW_SHARE", "check_method", "modulo_candidate",
+           "tent", "window_search", "window_stats"]

@@ -5,6 +5,7 @@ does not."""
 from __future__ import annotations
 
 import pytest
+from conftest import make as conftest_make
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,27 +18,15 @@ from cpsched.schedules.listsched_bidi import BidiProblem, bidi_list_schedule, ru
 from cpsched.validate import validate
 
 
-def make(p: int, m: int, *, F: object = 1, I: object = 1, W: object = 1,  # noqa: N803, E741
-         B: object | None = None, limit: float | None = None, latency: float = 0,
-         activation: object = 1, released_by_input: float = 0.0,
-         overlap: float | None = None) -> Instance:
-    costs: dict[str, object] = {"forward": F, "p2p_latency": latency}
+def make(p: int, m: int, *, B: object | None = None, **kw: object) -> Instance:  # noqa: N803
+    """A bidirectional :func:`conftest.make`: split backward ``F = I = W = 1`` by default, a
+    fused one when ``B`` is given."""
+    kw.setdefault("F", 1)
     if B is None:
-        costs.update(backward_input=I, backward_weight=W)
-    else:
-        costs["backward"] = B
-    if overlap is not None:
-        costs["overlap_forward_backward"] = overlap
-    memory: dict[str, object] = {"activation": activation,
-                                 "released_by_input": released_by_input}
-    if limit is not None:
-        memory["limit"] = limit
-    return Instance.from_dict({
-        "name": "bidi",
-        "pipeline": {"devices": p, "microbatches": m, "placement": "bidirectional",
-                     "split_backward": B is None},
-        "costs": costs, "memory": memory,
-    })
+        kw.setdefault("I", 1)
+        kw.setdefault("W", 1)
+    return conftest_make(p, 1, m, B=B, placement="bidirectional", name="bidi",  # type: ignore[arg-type]
+                         **kw)  # type: ignore[arg-type]
 
 
 @st.composite
