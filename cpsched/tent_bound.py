@@ -42,8 +42,11 @@ from cpsched.graph import microbatch_chains
 from cpsched.instance import Instance
 from cpsched.rules import release_actions
 
-#: Most anchor cells of the LP (the cell width ``D`` grows to keep within it).
-MAX_CELLS = 800
+#: Most anchor cells of the LP (the cell width ``D`` grows to keep within it), and most
+#: nonzeros of its rows (estimated; ``D`` grows further to keep the LP a few seconds):
+#: measured on p8 v4 m16 profiled, limit 2, 800 cells of 0.4 took 4.7 s, 400 cells 0.5 s for
+#: the same bound (356.2), 1600 cells 45 s for 357.4.
+MAX_CELLS, MAX_NONZEROS = 800, 400_000
 #: Devices whose tents the LP keeps: the largest tent areas, down to this share of the largest.
 DEVICE_SHARE, MAX_DEVICES = 0.9, 2
 #: The LP refutes a makespan only when it fits fewer than ``m - SLACK`` anchors (its
@@ -112,6 +115,20 @@ def _coefficients(tent: list[tuple[float, int, int]], cell: int) -> tuple[int, n
     return kmin, vals
 
 
+def _cell_width(window: int, tents: list[list[tuple[float, int, int]]], max_cells: int
+                ) -> int:
+    """The cell width (ticks): at most ``max_cells`` cells over ``window`` ticks, and about
+    :data:`MAX_NONZEROS` nonzeros (a row per sample, each with one entry per cell a tent
+    spans)."""
+    cell = max(1, math.ceil(window / max_cells))
+    width = max(a + b for tent in tents for _, a, b in tent)
+    while True:
+        span = width / cell + 1
+        if len(tents) * (window / cell + span) * span <= MAX_NONZEROS:
+            return cell
+        cell = math.ceil(cell * 1.25)
+
+
 class _TentLP:
     """The LP of the module docstring over ``n_cells`` cells from ``lo`` (ticks)."""
 
@@ -172,7 +189,7 @@ def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper:
     head, tail = ht
     dur = g.nodes[anchor]["duration"]
     lo, hi = head[anchor], upper - dur - tail[anchor]  # anchors of a schedule <= upper
-    cell = max(1, math.ceil((hi - lo + 1) / max_cells))
+    cell = _cell_width(hi - lo + 1, [tents[d] for d in devices], max_cells)
     n_cells = max(1, math.ceil((hi - lo + 1) / cell))
     assert inst.memory_limit is not None
     # anchors run one at a time (a zero-length one takes no time: any number per cell)
@@ -209,4 +226,4 @@ def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper:
     return TentBound(bound, tuple(devices), cell, complete, time.perf_counter() - t0)
 
 
-__all__ = ["MAX_CELLS", "TentBound", "applies", "tent_bound"]
+__all__ = ["MAX_CELLS", "MAX_NONZEROS", "TentBound", "applies", "tent_bound"]
