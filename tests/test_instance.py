@@ -115,6 +115,11 @@ def test_min_memory_limit() -> None:
     assert make(4, 2, 4, activation=[1, 2, 3, 4, 5, 6, 7, 8]).min_memory_limit() == 4 + 8
     assert make(4, 1, 4, placement="bidirectional",
                 activation=[1, 2, 3, 4]).min_memory_limit() == 4
+    # the message says what the smallest limit is made of, per placement
+    with pytest.raises(InstanceError, match=r"at least 12 \(.*the sum of that device's"):
+        make(4, 2, 4, activation=[1, 2, 3, 4, 5, 6, 7, 8], limit=11)
+    with pytest.raises(InstanceError, match=r"at least 4 \(.*the larger of that device's two"):
+        make(4, 1, 4, placement="bidirectional", activation=[1, 2, 3, 4], limit=3)
 
 
 def test_overrides_and_flags(tmp_path: Path) -> None:

@@ -172,7 +172,9 @@ class Instance(Section):
                 "memory.limit",
                 self.memory.limit,
                 f"at least {_fmt(need)} (what one microbatch needs on its busiest device, "
-                "the sum of that device's stage activations)",
+                + ("the larger of that device's two stage activations: a microbatch passes "
+                   "one of them)" if self.placement == "bidirectional" else
+                   "the sum of that device's stage activations)"),
             )
 
     # ------------------------------------------------------------------ shape
