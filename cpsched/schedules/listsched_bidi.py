@@ -35,11 +35,10 @@ from cpsched.actions import Kind
 from cpsched.engine import DispatchResult, TaskTable, dispatch, paused_gc
 from cpsched.instance import Instance
 from cpsched.schedules.listsched_rules import (
-    Key,
     ListSchedulerError,
     Problem,
     rule_function,
-    w_last,
+    task_keys,
 )
 from cpsched.schedules.registry import deadline
 
@@ -72,32 +71,19 @@ class BidiProblem(Problem):
         old = self.table
         self.table = TaskTable(old.duration, old.resource, old.capacity, old.succ, queues,
                                [*by_dev, []])
-        #: path[r][s]: device of stage s in direction r
-        self.path = [[inst.device_of(s, 0) for s in range(S)],
-                     [inst.device_of(s, half) for s in range(S)]]
+        # rules rank by the index within the direction; the direction breaks ties
+        self.rank_of = [i - self.direction(i) * half for i in range(m)]
+        self.tie_of = [(self.direction(i),) for i in range(m)]
+        self.queue_tie = False
+        #: reserve[r][d]: what a microbatch of direction r reserves on device d when it enters
+        self.reserve: list[list[float]] = [[0.0] * inst.p, [0.0] * inst.p]
+        for r, first in enumerate((0, half)):
+            for s in range(S):
+                self.reserve[r][inst.device_of(s, first)] += self.act[s]
 
     def direction(self, i: int) -> int:
         """0 for microbatches ``< m // 2``, else 1."""
         return 0 if i < self.half else 1
-
-
-def _keys(pb: BidiProblem, rule: str, w_policy: str, jitter: Sequence[float] | None
-          ) -> list[Key]:
-    """Key of every task: ``(w_last, rule with the microbatch index within its direction
-    (+ jitter), direction)``."""
-    fn = rule_function(rule)
-    keys: list[Key] = []
-    for k in pb.kinds:
-        rk = pb.bk if (k == Kind.W and w_policy == "eager") else k
-        for s in range(pb.S):
-            w = w_last(pb, rk, s, 0)
-            for i in range(pb.m):
-                r = pb.direction(i)
-                kk = fn(pb, rk, s, i - r * pb.half)
-                if jitter is not None:
-                    kk = (kk[0] + jitter[len(keys)], *kk[1:])
-                keys.append(w + kk + (r,))
-    return keys
 
 
 class _Reservation:
@@ -112,11 +98,7 @@ class _Reservation:
         self.held = [0.0] * p
         self.flight = [0, 0]
         self.open = [0] * pb.m  # stages of a microbatch not yet released
-        # per direction: what a microbatch reserves on each device
-        self.need: list[list[float]] = [[0.0] * p, [0.0] * p]
-        for r in (0, 1):
-            for s, d in enumerate(pb.path[r]):
-                self.need[r][d] += pb.act[s]
+        self.need = pb.reserve
 
     def admit(self, t: int) -> bool:
         """May forward ``t`` start now?"""
@@ -178,7 +160,7 @@ def run_bidi(pb: BidiProblem, cfg: Config, jitter: Sequence[float] | None = None
     """One run of ``cfg`` (times in ticks); None when an overbooked run got stuck."""
     rule, window, overbook, wp = cfg
     adm = _Reservation(pb, pb.inst.memory_limit, window, overbook)
-    res = dispatch(pb.table, _keys(pb, rule, wp, jitter), admit=adm.admit,
+    res = dispatch(pb.table, task_keys(pb, rule, wp, jitter), admit=adm.admit,
                    on_start=adm.start, on_finish=adm.finish, local=False, hooked=pb.hooked)
     if not res.complete:
         if not overbook:  # a strict reservation cannot get stuck (module docstring)

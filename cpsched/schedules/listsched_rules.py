@@ -86,6 +86,12 @@ class Problem:
         self.work = max(sum(self.dur[k][s] for s in st for k in self.kinds)
                         for st in self.stages)
         self._keys: dict[tuple[str, str], list[Key]] = {}
+        #: the microbatch index the rules rank by (bidirectional: within its direction), the
+        #: key parts after the rule's per microbatch, and whether the queue position of the
+        #: (kind, stage) on its device breaks ties before them (:func:`task_keys`)
+        self.rank_of: list[int] = list(range(m))
+        self.tie_of: list[tuple[int, ...]] = [()] * m
+        self.queue_tie = True
         g = group_size(inst)
         #: per stage: (stages on its device, its chunk there, interleaved warm-up, group size)
         self.chunks = [(len(self.stages[d]), sorted(self.stages[d]).index(s),
@@ -182,7 +188,9 @@ def rule_function(name: str) -> Rule:
 
 def task_keys(pb: Problem, rule: str, w_policy: str = "lazy",
               jitter: Sequence[float] | None = None) -> list[Key]:
-    """Key of every task: ``(w_last, rule (its first part + jitter[task]), queue position)``.
+    """Key of every task: ``(w_last, rule (its first part + jitter[task]), queue position)``,
+    the rule given :attr:`Problem.rank_of` as the microbatch index and the key ending with
+    :attr:`Problem.tie_of` (bidirectional: no queue position, the direction instead).
 
     ``w_policy="eager"`` ranks ``W`` like its input gradient (so not last).  Keys without
     jitter are cached per (rule, policy).
@@ -191,20 +199,20 @@ def task_keys(pb: Problem, rule: str, w_policy: str = "lazy",
     if cached is not None:
         return cached
     fn = rule_function(rule)
-    S, m, bk = pb.S, pb.m, pb.bk
+    S, m, bk, rank, tie = pb.S, pb.m, pb.bk, pb.rank_of, pb.tie_of
     qpos = {(k, s): n for st in pb.stages for n, (s, k) in enumerate(
         (s, k) for s in st for k in pb.kinds)}
     keys: list[Key] = []
     for k in pb.kinds:
         rk = bk if (k == Kind.W and w_policy == "eager") else k
         for s in range(S):
-            w, qp = w_last(pb, rk, s, 0), (qpos[(k, s)],)
+            w, qp = w_last(pb, rk, s, 0), (qpos[(k, s)],) if pb.queue_tie else ()
             if jitter:
                 t0 = len(keys)
-                keys += [w + (kk[0] + jitter[t0 + i], *kk[1:]) + qp
-                         for i, kk in enumerate(fn(pb, rk, s, i) for i in range(m))]
+                keys += [w + (kk[0] + jitter[t0 + i], *kk[1:]) + qp + tie[i]
+                         for i, kk in enumerate(fn(pb, rk, s, rank[i]) for i in range(m))]
             else:
-                keys += [w + fn(pb, rk, s, i) + qp for i in range(m)]
+                keys += [w + fn(pb, rk, s, rank[i]) + qp + tie[i] for i in range(m)]
     if jitter is None:
         pb._keys[(rule, w_policy)] = keys
     return keys
