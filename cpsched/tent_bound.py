@@ -82,13 +82,14 @@ def _tents(inst: Instance, g: nx.DiGraph) -> tuple[dict[int, list[tuple[float, i
     """Per device, the tent of microbatch 0: ``(amount, A, B)`` per buffer (memory units,
     ticks), and the anchor action."""
     S = inst.num_stages
-    anchor = Action(Kind.F, S - 1, 0)
-    fwd = [Action(Kind.F, s, 0) for s in range(S)]
-    chains = microbatch_chains(g, 0, fwd)
+    first, anchor = Action(Kind.F, 0, 0), Action(Kind.F, S - 1, 0)
+    chains = microbatch_chains(g, 0, [first, anchor])
+    to_anchor = chains[first][anchor]
     dur = nx.get_node_attributes(g, "duration")
     tents: dict[int, list[tuple[float, int, int]]] = {}
-    for s, f in enumerate(fwd):
-        a = chains[f][anchor]
+    for s in range(S):
+        # the forwards form one chain: from F(s) to the anchor is the rest of it
+        a = to_anchor - chains[first][Action(Kind.F, s, 0)]
         for rel, frac in release_actions(inst, s, 0):
             amount = inst.activation[s] * frac
             if amount > 0:
@@ -133,10 +134,11 @@ def _cell_width(window: int, tents: list[list[tuple[float, int, int]]], max_cell
 
 
 class _TentLP:
-    """The LP of the module docstring over ``n_cells`` cells from ``lo`` (ticks)."""
+    """The LP of the module docstring over ``n_cells`` cells of ``cell`` ticks (sample ``h``
+    at the start of cell ``h``; rows depend only on ``h - g``, :func:`_coefficients`)."""
 
-    def __init__(self, tents: list[list[tuple[float, int, int]]], limit: float, lo: int,
-                 cell: int, n_cells: int, cap: float) -> None:
+    def __init__(self, tents: list[list[tuple[float, int, int]]], limit: float, cell: int,
+                 n_cells: int, cap: float) -> None:
         self.lp = pywraplp.Solver.CreateSolver("GLOP")
         self.rho = [self.lp.NumVar(0.0, cap, "") for _ in range(n_cells)]
         self.cap = cap
@@ -215,7 +217,7 @@ def _bisect(inst: Instance, g: nx.DiGraph, ht: HeadsTails,
     assert inst.memory_limit is not None
     # anchors run one at a time (a zero-length one takes no time: any number per cell)
     cap = float(inst.m) if dur == 0 else float(min(inst.m, (cell - 1) // dur + 1))
-    lp = _TentLP(tents, float(inst.memory_limit), lo, cell, n_cells, cap)
+    lp = _TentLP(tents, float(inst.memory_limit), cell, n_cells, cap)
 
     def makespan(n: int) -> int:  # the least makespan whose anchors may use n cells
         return lo + (n - 1) * cell + dur + tail[anchor]
