@@ -131,14 +131,16 @@ def lower_bound(instance: Instance, g: nx.DiGraph | None = None, *,
     return LowerBound(max(cp, *per_dev), cp, tuple(per_dev))
 
 
-def microbatch_chains(g: nx.DiGraph, microbatch: int, sources: Iterable[Action]
+def microbatch_chains(g: nx.DiGraph, microbatch: int, sources: Iterable[Action],
+                      durations: Mapping[Action, int] | None = None
                       ) -> dict[Action, dict[Action, int]]:
     """Longest chains inside one microbatch (dependencies never leave a microbatch):
     ``out[a][b]`` = the longest sum of durations and lags from the start of ``a`` to the start
-    of ``b`` (ticks; ``out[a][a] = 0``), for every ``b`` reachable from each source ``a``."""
+    of ``b`` (ticks; ``out[a][a] = 0``), for every ``b`` reachable from each source ``a``.
+    ``durations`` replaces the graph's (e.g. :func:`overlap_relaxed_durations`)."""
     sub = g.subgraph([a for a in g if a.microbatch == microbatch])
     order = list(nx.topological_sort(sub))
-    dur = nx.get_node_attributes(sub, "duration")
+    dur = nx.get_node_attributes(sub, "duration") if durations is None else durations
     out: dict[Action, dict[Action, int]] = {}
     for a in sources:
         dist = {a: 0}

@@ -5,24 +5,30 @@ Every microbatch passes its last stage ``S - 1`` once; call the start of its ``F
 *anchor*.  A buffer of stage ``s`` (docs/spec.md §1: held from the start of ``F(s)`` to the end
 of the action releasing it) is then held at least over ``[anchor - A_s, anchor + B_s)``, where
 ``A_s`` is the longest chain from the start of ``F(s)`` to the anchor and ``B_s`` the longest
-chain from the anchor to the release's end (loop and V placement: one chain per microbatch,
-the same for all).  So each microbatch puts a fixed *tent* of memory on each device around its
-anchor, whatever the schedule, and the anchors lie on one device (``F(S - 1)`` runs there), in
-``[head, C - duration - tail]`` of the anchor.
+chain from the anchor to the release's end (a microbatch's dependencies form one chain, the
+same for all microbatches of a direction).  So each microbatch puts a fixed *tent* of memory
+on each device around its anchor, whatever the schedule, and a direction's anchors lie on one
+device (``F(S - 1)`` runs there), in ``[head, C - duration - tail]`` of the anchor.
 
-**Relaxation.** Forget every device's order and all other constraints; keep, for one or two
-devices, "the tents sum to at most the limit" at sample times, and for the anchors a density
-per cell of ``D`` ticks (at most ``(D - 1) // duration + 1`` anchors in a cell: they run one at
-a time).  An anchor anywhere in a cell holds at least the intersection of the tents of the
-cell's first and last tick.  For a candidate makespan ``C`` the LP (GLOP) maximises the number
-of anchors; if it is below ``m`` no schedule has makespan ``C`` (every schedule gives a feasible
-point with ``m`` anchors).  The anchors that fit grow with ``C``, so a search over the number of
-cells finds the smallest ``C`` the LP does not refute.
+**Relaxation.** Forget every device's order and all other constraints; keep, for a few devices
+(:func:`_devices`), "the tents sum to at most the limit" at sample times, and for the anchors a
+density per cell of ``D`` ticks (at most ``(D - 1) // duration + 1`` anchors in a cell: they
+run one at a time). An anchor anywhere in a cell holds at least the intersection of the tents
+of the cell's first and last tick. For a candidate makespan ``C`` the LP (GLOP) maximises the
+number of anchors; if it is below ``m`` no schedule has makespan ``C`` (every schedule gives a
+feasible point with ``m`` anchors). The anchors that fit grow with ``C``, so a search over the
+number of cells finds the smallest ``C`` the LP does not refute.
+
+**Overlapped pairs** (docs/modelling.md §24.1): the chains, heads and tails are the
+pair-relaxed ones (§4.3), which no pair can beat.  **Bidirectional placement**: each direction
+is a family of its own (microbatches ``0`` and ``m // 2`` stand for their directions), with its
+own anchors, caps and count, and a device's rows sum both families' tents.
 
 Where memory sets the pace (far below interleaved 1F1B's memory) this sees what the area
 bound (§11) cannot: near both ends of the schedule a microbatch's tent stands almost alone
 (its buffers of the early stages are held long before and after the others), so the limit
-cannot be filled there.  p32-loop-v4-m64-lim8-profiled: 1333.40 → 1409.6 with one-unit cells.
+cannot be filled there.  p32-loop-v4-m64-lim8-profiled: 1333.40 → 1409.6 with one-unit cells;
+p24 m96 bidirectional F=1 B=2, pair 2.6, limit 12: 323.4 → 360.0.
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from cpsched.actions import Action, Kind
-from cpsched.core import HeadsTails
-from cpsched.graph import microbatch_chains
+from cpsched.core import heads_and_tails
+from cpsched.graph import microbatch_chains, overlap_heads_tails
 from cpsched.instance import Instance
 from cpsched.rules import release_actions
 
@@ -52,6 +58,8 @@ MAX_CELLS, MAX_NONZEROS = 800, 400_000
 COARSE = 4
 #: Devices whose tents the LP keeps: the largest tent areas, down to this share of the largest.
 DEVICE_SHARE, MAX_DEVICES = 0.9, 2
+#: With two directions (``bidirectional``), devices spread along the pipeline (:func:`_devices`).
+SPREAD_DEVICES = 9
 #: The LP refutes a makespan only when it fits fewer than ``m - SLACK`` anchors (its
 #: tolerances are far smaller; the count of anchors is an integer).
 SLACK = 0.01
@@ -70,43 +78,88 @@ class TentBound:
     seconds: float
 
 
+#: One buffer of a tent: (memory units, ticks held before the anchor, ticks after it).
+Buffer = tuple[float, int, int]
+
+
+@dataclass(frozen=True)
+class _Family:
+    """The microbatches of one direction (all of them, but with ``bidirectional`` placement):
+    ``count`` of them, their anchor's (pair-relaxed) duration ``dur`` and window
+    ``[head, upper - dur - tail]`` (ticks), and the tent of each device (:func:`_tents`)."""
+
+    count: int
+    dur: int
+    head: int
+    tail: int
+    tents: dict[int, list[Buffer]]
+
+
 def applies(inst: Instance) -> bool:
-    """Whether the tent bound applies: a memory limit, no overlap cost, ``loop`` or ``v``
-    placement (one direction, so one anchor chain)."""
-    return (inst.memory_limit is not None and inst.overlap_forward_backward is None
-            and inst.placement in ("loop", "v"))
+    """Whether the tent bound applies: a memory limit (any placement: with ``bidirectional``
+    each direction is a family of its own; with an overlap cost the chains are the
+    pair-relaxed ones of docs/modelling.md §4.3)."""
+    return inst.memory_limit is not None
 
 
-def _tents(inst: Instance, g: nx.DiGraph) -> tuple[dict[int, list[tuple[float, int, int]]],
-                                                   Action]:
-    """Per device, the tent of microbatch 0: ``(amount, A, B)`` per buffer (memory units,
-    ticks), and the anchor action."""
+def _tents(inst: Instance, g: nx.DiGraph, dur: dict[Action, int], first: int
+           ) -> tuple[dict[int, list[Buffer]], Action]:
+    """Per device, the tent of microbatch ``first`` (``dur``: the durations of its chains):
+    ``(amount, A, B)`` per buffer (memory units, ticks), and the anchor action."""
     S = inst.num_stages
-    first, anchor = Action(Kind.F, 0, 0), Action(Kind.F, S - 1, 0)
-    chains = microbatch_chains(g, 0, [first, anchor])
-    to_anchor = chains[first][anchor]
-    dur = nx.get_node_attributes(g, "duration")
-    tents: dict[int, list[tuple[float, int, int]]] = {}
+    source, anchor = Action(Kind.F, 0, first), Action(Kind.F, S - 1, first)
+    chains = microbatch_chains(g, first, [source, anchor], dur)
+    to_anchor = chains[source][anchor]
+    tents: dict[int, list[Buffer]] = {}
     for s in range(S):
         # the forwards form one chain: from F(s) to the anchor is the rest of it
-        a = to_anchor - chains[first][Action(Kind.F, s, 0)]
-        for rel, frac in release_actions(inst, s, 0):
+        a = to_anchor - chains[source][Action(Kind.F, s, first)]
+        for rel, frac in release_actions(inst, s, first):
             amount = inst.activation[s] * frac
             if amount > 0:
                 b = chains[anchor][rel] + dur[rel]
-                tents.setdefault(inst.device_of(s), []).append((amount, a, b))
+                tents.setdefault(inst.device_of(s, first), []).append((amount, a, b))
     return tents, anchor
 
 
-def _devices(tents: dict[int, list[tuple[float, int, int]]]) -> list[int]:
-    area = {d: sum(x * (a + b) for x, a, b in t) for d, t in tents.items()}
+def _families(inst: Instance, g: nx.DiGraph) -> list[_Family]:
+    """One family per direction: the first microbatch of each (``bidirectional``: ``0`` and
+    ``m // 2``) stands for all of its direction (same chains, same devices)."""
+    if inst.overlap_forward_backward is None:
+        dur = nx.get_node_attributes(g, "duration")
+        head, tail = heads_and_tails(g)
+    else:
+        dur, (head, tail) = overlap_heads_tails(inst, g)
+    firsts = [0, inst.m // 2] if inst.placement == "bidirectional" else [0]
+    counts = [inst.m // 2, inst.m - inst.m // 2] if len(firsts) == 2 else [inst.m]
+    out = []
+    for first, count in zip(firsts, counts, strict=True):
+        tents, anchor = _tents(inst, g, dur, first)
+        out.append(_Family(count, dur[anchor], head[anchor], tail[anchor], tents))
+    return out
+
+
+def _devices(inst: Instance, families: list[_Family]) -> list[int]:
+    """The devices whose tents the LP keeps.  One family: the largest tent areas (down to
+    :data:`DEVICE_SHARE` of the largest, at most :data:`MAX_DEVICES`).  Two: the directions'
+    tents add up to about the same area on every device, and it is their combination along
+    the pipeline that binds, so :data:`SPREAD_DEVICES` devices evenly spread from the first
+    to the last (p24 m96 fused, limit 12: one device at most 333.6, devices 0 and 1 323.4,
+    nine spread 360.0, all 24 359.7 with wider cells)."""
+    if len(families) > 1:
+        n = min(inst.p, SPREAD_DEVICES)
+        return sorted({round(k * (inst.p - 1) / max(1, n - 1)) for k in range(n)})
+    area: dict[int, float] = {}
+    for f in families:
+        for d, t in f.tents.items():
+            area[d] = area.get(d, 0.0) + f.count * sum(x * (a + b) for x, a, b in t)
     top = max(area.values())
     ranked = sorted((d for d in area if area[d] >= DEVICE_SHARE * top),
                     key=lambda d: (-area[d], d))
     return ranked[:MAX_DEVICES]
 
 
-def _coefficients(tent: list[tuple[float, int, int]], cell: int) -> tuple[int, np.ndarray]:
+def _coefficients(tent: list[Buffer], cell: int) -> tuple[int, np.ndarray]:
     """Memory that an anchor anywhere in cell ``g`` surely holds at sample ``h`` (time
     ``lo + h * cell``), as a function of ``k = h - g``: ``(k_min, values)``.  A buffer
     ``(x, A, B)`` counts when ``cell - 1 - A <= k * cell < B``."""
@@ -119,48 +172,62 @@ def _coefficients(tent: list[tuple[float, int, int]], cell: int) -> tuple[int, n
     return kmin, vals
 
 
-def _cell_width(window: int, tents: list[list[tuple[float, int, int]]], max_cells: int
-                ) -> int:
+def _cell_width(window: int, rows: list[list[list[Buffer]]], max_cells: int) -> int:
     """The cell width (ticks): at most ``max_cells`` cells over ``window`` ticks, and about
-    :data:`MAX_NONZEROS` nonzeros (a row per sample, each with one entry per cell a tent
-    spans)."""
+    :data:`MAX_NONZEROS` nonzeros (a row per sample and device, each with one entry per cell
+    a tent spans; ``rows[device][family]``)."""
     cell = max(1, math.ceil(window / max_cells))
-    width = max(a + b for tent in tents for _, a, b in tent)
+    widths = [sum(max((a + b for _, a, b in t), default=0) for t in dev) for dev in rows]
     while True:
-        span = width / cell + 1
-        if len(tents) * (window / cell + span) * span <= MAX_NONZEROS:
+        nz = sum((window / cell + w / cell + 1) * (w / cell + 1) for w in widths)
+        if nz <= MAX_NONZEROS:
             return cell
         cell = math.ceil(cell * 1.25)
 
 
 class _TentLP:
     """The LP of the module docstring over ``n_cells`` cells of ``cell`` ticks (sample ``h``
-    at the start of cell ``h``; rows depend only on ``h - g``, :func:`_coefficients`)."""
+    at the start of cell ``h``; rows depend only on ``h - g``, :func:`_coefficients`): one
+    variable per cell and family, ``rows[device][family]`` the tents, ``caps[family]`` the
+    anchors a cell holds at most."""
 
-    def __init__(self, tents: list[list[tuple[float, int, int]]], limit: float, cell: int,
-                 n_cells: int, cap: float) -> None:
+    def __init__(self, rows: list[list[list[Buffer]]], counts: list[int], limit: float,
+                 cell: int, n_cells: int, caps: list[float]) -> None:
         self.lp = pywraplp.Solver.CreateSolver("GLOP")
-        self.rho = [self.lp.NumVar(0.0, cap, "") for _ in range(n_cells)]
-        self.cap = cap
+        self.caps = caps
+        self.rho = [[self.lp.NumVar(0.0, cap, "") for _ in range(n_cells)] for cap in caps]
         top = limit * (1 + 1e-9) + 1e-6  # the validator's tolerance is 1e-6
-        for tent in tents:
-            kmin, vals = _coefficients(tent, cell)
-            nz = [(k, v) for k, v in enumerate(vals) if v > 0]
-            for h in range(kmin, n_cells + kmin + len(vals)):
+        for dev in rows:
+            coef = [_coefficients(t, cell) if t else None for t in dev]
+            lo = min(c[0] for c in coef if c is not None)
+            hi = max(c[0] + len(c[1]) for c in coef if c is not None)
+            for h in range(lo, n_cells + hi):
                 ct = self.lp.Constraint(-self.lp.infinity(), top)
-                for j, v in nz:
-                    g = h - kmin - j
-                    if 0 <= g < n_cells:
-                        ct.SetCoefficient(self.rho[g], float(v))
+                for f, c in enumerate(coef):
+                    if c is None:
+                        continue
+                    kmin, vals = c
+                    for g in range(max(0, h - kmin - len(vals) + 1), min(n_cells, h - kmin + 1)):
+                        v = vals[h - kmin - g]
+                        if v > 0:
+                            ct.SetCoefficient(self.rho[f][g], float(v))
+        if len(caps) > 1:  # each family has its own count (one family: the objective's)
+            for f, count in enumerate(counts):
+                ct = self.lp.Constraint(-self.lp.infinity(), float(count))
+                for x in self.rho[f]:
+                    ct.SetCoefficient(x, 1.0)
         obj = self.lp.Objective()
-        for x in self.rho:
-            obj.SetCoefficient(x, 1.0)
+        for xs in self.rho:
+            for x in xs:
+                obj.SetCoefficient(x, 1.0)
         obj.SetMaximization()
 
-    def fits(self, n: int, wall: float | None) -> float | None:
-        """Most anchors in the first ``n`` cells (None: the LP did not finish)."""
-        for g, x in enumerate(self.rho):
-            x.SetUb(self.cap if g < n else 0.0)
+    def fits(self, is_open: list[list[bool]], wall: float | None) -> float | None:
+        """Most anchors in the open cells (``is_open[family][cell]``; None: the LP did not
+        finish)."""
+        for xs, cap, op in zip(self.rho, self.caps, is_open, strict=True):
+            for x, o in zip(xs, op, strict=True):
+                x.SetUb(cap if o else 0.0)
         if wall is not None:
             self.lp.SetTimeLimit(max(1, int(wall * 1000)))
         if self.lp.Solve() != pywraplp.Solver.OPTIMAL:
@@ -168,14 +235,15 @@ class _TentLP:
         return self.lp.Objective().Value()
 
 
-def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int, *,
+def tent_bound(inst: Instance, g: nx.DiGraph, lower: int, upper: int, *,
                time_limit: float | None = None, max_cells: int = MAX_CELLS,
                stopped: Callable[[], bool] = lambda: False) -> TentBound:
     """The tent bound (module docstring) between ``lower`` (a proven bound) and ``upper`` (a
     known makespan), ticks.
 
     Args:
-        g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and tails.
+        g: the task graph (:func:`cpsched.graph.build_task_graph`); its heads and tails (the
+            pair-relaxed ones with an overlap cost) are computed here.
         time_limit: wall seconds for the whole search (None: no limit); the bound proven when
             it runs out is kept.
         max_cells: most anchor cells (finer cells: a stronger, slower LP).
@@ -189,63 +257,79 @@ def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper:
     end = None if time_limit is None else t0 + time_limit
     if not applies(inst) or lower >= upper:
         return TentBound(lower, (), 0, True, 0.0)
-    tents, anchor = _tents(inst, g)
-    devices = _devices(tents)
+    families = _families(inst, g)
+    devices = _devices(inst, families)
     bound, cell, complete = lower, 0, True
     # coarse cells first (fast: a bound early when time is short), then the fine ones from it
     for cells in dict.fromkeys((max(1, max_cells // COARSE), max_cells)):
         if bound >= upper:
             break
-        bound, cell, complete = _bisect(inst, g, ht, [tents[d] for d in devices], anchor,
-                                        bound, upper, cells, end, stopped)
+        bound, cell, complete = _bisect(inst, families, devices, bound, upper, cells, end,
+                                        stopped)
         if not complete:
             break
     return TentBound(bound, tuple(devices), cell, complete, time.perf_counter() - t0)
 
 
-def _bisect(inst: Instance, g: nx.DiGraph, ht: HeadsTails,
-            tents: list[list[tuple[float, int, int]]], anchor: Action, lower: int, upper: int,
-            max_cells: int, end: float | None, stopped: Callable[[], bool]
+def _bisect(inst: Instance, families: list[_Family], devices: list[int], lower: int,
+            upper: int, max_cells: int, end: float | None, stopped: Callable[[], bool]
             ) -> tuple[int, int, bool]:
     """One LP over at most ``max_cells`` cells, bisected from ``lower`` (module docstring):
     the bound (ticks), the cell width and whether the bisection ended."""
-    head, tail = ht
-    dur = g.nodes[anchor]["duration"]
-    lo, hi = head[anchor], upper - dur - tail[anchor]  # anchors of a schedule <= upper
-    cell = _cell_width(hi - lo + 1, tents, max_cells)
+    # a family's anchors of a schedule <= upper start in [head, upper - dur - tail]
+    lo = min(f.head for f in families)
+    hi = max(upper - f.dur - f.tail for f in families)
+    rows = [[f.tents.get(d, []) for f in families] for d in devices]
+    cell = _cell_width(hi - lo + 1, rows, max_cells)
     n_cells = max(1, math.ceil((hi - lo + 1) / cell))
     assert inst.memory_limit is not None
     # anchors run one at a time (a zero-length one takes no time: any number per cell)
-    cap = float(inst.m) if dur == 0 else float(min(inst.m, (cell - 1) // dur + 1))
-    lp = _TentLP(tents, float(inst.memory_limit), cell, n_cells, cap)
+    caps = [float(f.count) if f.dur == 0 else float(min(f.count, (cell - 1) // f.dur + 1))
+            for f in families]
+    # the least makespan at which a family may use cell g (None: never, or not below upper)
+    opens: list[list[int | None]] = []
+    for f in families:
+        row: list[int | None] = []
+        for g in range(n_cells):
+            c0 = lo + g * cell
+            at = max(c0, f.head) + f.dur + f.tail
+            row.append(at if c0 + cell - 1 >= f.head and at <= upper else None)
+        opens.append(row)
+    steps = sorted({x for row in opens for x in row if x is not None})
+    lp = _TentLP(rows, [f.count for f in families], float(inst.memory_limit), cell, n_cells,
+                 caps)
 
-    def makespan(n: int) -> int:  # the least makespan whose anchors may use n cells
-        return lo + (n - 1) * cell + dur + tail[anchor]
+    def is_open(k: int) -> list[list[bool]]:  # the cells open at makespan steps[k - 1]
+        top = steps[k - 1] if k > 0 else -1
+        return [[x is not None and x <= top for x in row] for row in opens]
 
-    # the LP over n_lo cells is refuted, over n_hi not (a known schedule's anchors lie in
-    # all n_cells); the first question is the one whose refutation would beat ``lower``
-    n_lo, n_hi, complete = 0, n_cells, True
-    n = next((k for k in range(1, n_cells + 1) if makespan(k + 1) > lower), n_cells)
+    def makespan(k: int) -> int:  # the least makespan that step k's cells do not cover
+        return steps[k] if k < len(steps) else upper
+
+    # step k_lo's LP is refuted, step k_hi's not (a known schedule's anchors are all open);
+    # the first question is the one whose refutation would beat ``lower``
+    k_lo, k_hi, complete = 0, len(steps), True
+    k = next((j for j in range(1, len(steps) + 1) if makespan(j) > lower), len(steps))
     first = True
-    while n_hi - n_lo > 1:
+    while k_hi - k_lo > 1:
         left = None if end is None else end - time.perf_counter()
         if stopped() or (left is not None and left <= 0.05):
             complete = False
             break
-        if not first or not n_lo < n < n_hi:
-            n = (n_lo + n_hi) // 2
-        value = lp.fits(n, left)
+        if not first or not k_lo < k < k_hi:
+            k = (k_lo + k_hi) // 2
+        value = lp.fits(is_open(k), left)
         if value is None:
             complete = False
             break
         if value < inst.m - SLACK:
-            n_lo = n
+            k_lo = k
         elif first:  # not even the first step above ``lower`` is refuted
             break
         else:
-            n_hi = n
+            k_hi = k
         first = False
-    return max(lower, min(upper, makespan(n_lo + 1))), cell, complete
+    return max(lower, min(upper, makespan(k_lo))), cell, complete
 
 
 __all__ = ["COARSE", "MAX_CELLS", "MAX_NONZEROS", "TentBound", "applies", "tent_bound"]
