@@ -118,7 +118,11 @@ def run_all(instance: Instance, deadline: float | None = None,
         deadline: a ``time.perf_counter()`` value; expensive schedules (searches such as the
             list-scheduling portfolio, :attr:`ScheduleSpec.expensive`) run after the
             closed-form ones and only while it has not passed, so a caller's time limit
-            bounds this too without losing any closed-form schedule.
+            bounds this too without losing any closed-form schedule — unless no schedule so
+            far is valid (e.g. none fits the memory limit): then they still run, and cut
+            short by the same deadline (:func:`deadline`) they make their first, cheapest
+            run only (one list-scheduling pass), so that the warm start is not the
+            sequential schedule.
         failed: when given, a generator whose orders cannot run (:class:`OrderError`, a bug
             in that generator) is left out and recorded here as ``{name: message}``, and
             the others still run; when None the error propagates.
@@ -132,7 +136,8 @@ def run_all(instance: Instance, deadline: float | None = None,
     try:
         for spec in sorted(specs, key=lambda s: s.expensive):
             if spec.expensive and (_optimal_among(instance, out) or (
-                    deadline is not None and time.perf_counter() >= deadline)):
+                    deadline is not None and time.perf_counter() >= deadline
+                    and _valid_among(instance, out))):
                 continue
             try:
                 out[spec.name] = simulate(instance, spec.generate(instance), method=spec.name)
@@ -143,6 +148,11 @@ def run_all(instance: Instance, deadline: float | None = None,
     finally:
         _DEADLINE.reset(token)
     return {s.name: out[s.name] for s in specs if s.name in out}  # registry order
+
+
+def _valid_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
+    """Whether one of ``schedules`` is valid (fits the memory limit, among the rest)."""
+    return any(not validated(s, instance) for s in schedules.values())
 
 
 def _optimal_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:

@@ -238,6 +238,11 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
 #: seconds per action to build the full model (measured 2.1 s for 24576 actions on a slow
 #: 2-core machine): with less time left after the window search, the model is not built
 MODEL_SECONDS_PER_ACTION = 1e-4
+#: the same with an overlap cost, where up to ``MAX_PAIRS`` candidate pairs come on top
+#: (measured 2.6-3.8e-4 s per action on 1536-6144 actions with 15 872-19 432 pairs, 0.6-1.9 s;
+#: a 4608-action pair model took 7 s beside another solve, after a -t 10 window search had
+#: left 0.9 s: the plain estimate let it start)
+MODEL_SECONDS_PER_ACTION_PAIRS = 4e-4
 NO_TIME_MESSAGE = ("too little time left to build the full model after the window search: "
                    "its schedule, with the combinatorial bound")
 SEARCH_MESSAGE = "method search: the window search's schedule, with the combinatorial bound"
@@ -261,8 +266,10 @@ def _skip_model(inst: Instance, deadline: float | None, windows: lns.LnsStats | 
 def _no_time_for_model(inst: Instance, deadline: float | None) -> bool:
     """Whether building the model would run past ``deadline`` (the time limit): then, after
     the window search, the model is not built (nor after Ctrl-C in it)."""
+    per_action = (MODEL_SECONDS_PER_ACTION if inst.overlap_forward_backward is None
+                  else max(MODEL_SECONDS_PER_ACTION, MODEL_SECONDS_PER_ACTION_PAIRS))
     return deadline is not None and (
-        deadline - time.perf_counter() < MODEL_SECONDS_PER_ACTION * inst.n_actions)
+        deadline - time.perf_counter() < per_action * inst.n_actions)
 
 
 def _without_model(inst: Instance, g: Any, hint: Any, lb: int, horizon: int,

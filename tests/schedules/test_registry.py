@@ -92,3 +92,24 @@ def test_validated_once_per_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
     del known, sch, first
     gc.collect()
     assert len(registry._VALIDATED) < n  # entries go with their schedules
+
+
+def test_past_the_deadline_the_list_scheduler_still_runs_once_when_nothing_fits() -> None:
+    # a caller's deadline already passed (a loaded machine, a short time limit): the
+    # expensive list portfolio is skipped only when some schedule so far is valid; on
+    # DualPipe's shape under a limit below DualPipe's own peak none is, and one list pass
+    # (strict reservation: it fits) keeps the warm start from being the sequential schedule
+    import time
+
+    from conftest import make
+
+    from cpsched.validate import validate
+
+    capped = make(4, 1, 16, F=1, B=2, placement="bidirectional", limit=2)
+    past = time.perf_counter() - 1.0
+    known = registry.run_all(capped, past)
+    assert "list" in known and not validate(known["list"])
+    assert all(validate(s) for name, s in known.items() if name != "list")
+    roomy = make(4, 1, 16, F=1, B=2, limit=4)  # 1F1B fits: nothing expensive runs
+    known = registry.run_all(roomy, past)
+    assert "list" not in known and "1f1b" in known and not validate(known["1f1b"])
