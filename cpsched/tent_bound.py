@@ -43,7 +43,7 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from cpsched.actions import Action, Kind
-from cpsched.core import heads_and_tails
+from cpsched.core import HeadsTails
 from cpsched.graph import microbatch_chains, overlap_heads_tails
 from cpsched.instance import Instance
 from cpsched.rules import release_actions
@@ -122,12 +122,13 @@ def _tents(inst: Instance, g: nx.DiGraph, dur: dict[Action, int], first: int
     return tents, anchor
 
 
-def _families(inst: Instance, g: nx.DiGraph) -> list[_Family]:
+def _families(inst: Instance, g: nx.DiGraph, ht: HeadsTails) -> list[_Family]:
     """One family per direction: the first microbatch of each (``bidirectional``: ``0`` and
-    ``m // 2``) stands for all of its direction (same chains, same devices)."""
+    ``m // 2``) stands for all of its direction (same chains, same devices).  ``ht``: the
+    graph's heads and tails; with an overlap cost the pair-relaxed ones replace them."""
     if inst.overlap_forward_backward is None:
         dur = nx.get_node_attributes(g, "duration")
-        head, tail = heads_and_tails(g)
+        head, tail = ht
     else:
         dur, (head, tail) = overlap_heads_tails(inst, g)
     firsts = [0, inst.m // 2] if inst.placement == "bidirectional" else [0]
@@ -235,15 +236,15 @@ class _TentLP:
         return self.lp.Objective().Value()
 
 
-def tent_bound(inst: Instance, g: nx.DiGraph, lower: int, upper: int, *,
+def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int, *,
                time_limit: float | None = None, max_cells: int = MAX_CELLS,
                stopped: Callable[[], bool] = lambda: False) -> TentBound:
     """The tent bound (module docstring) between ``lower`` (a proven bound) and ``upper`` (a
     known makespan), ticks.
 
     Args:
-        g: the task graph (:func:`cpsched.graph.build_task_graph`); its heads and tails (the
-            pair-relaxed ones with an overlap cost) are computed here.
+        g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and
+            tails (with an overlap cost the pair-relaxed ones are computed here instead).
         time_limit: wall seconds for the whole search (None: no limit); the bound proven when
             it runs out is kept.
         max_cells: most anchor cells (finer cells: a stronger, slower LP).
@@ -257,7 +258,7 @@ def tent_bound(inst: Instance, g: nx.DiGraph, lower: int, upper: int, *,
     end = None if time_limit is None else t0 + time_limit
     if not applies(inst) or lower >= upper:
         return TentBound(lower, (), 0, True, 0.0)
-    families = _families(inst, g)
+    families = _families(inst, g, ht)
     devices = _devices(inst, families)
     bound, cell, complete = lower, 0, True
     # coarse cells first (fast: a bound early when time is short), then the fine ones from it

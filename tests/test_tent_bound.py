@@ -48,7 +48,7 @@ def test_applies() -> None:
     assert applies(_instance(2, 1, 4, overlap=2.0))
     inst = _instance(2, 1, 4, limit=None)
     lb, g, ht = facade._bounds(inst)  # noqa: SLF001
-    assert tent_bound(inst, g, lb, lb + 100).bound == lb
+    assert tent_bound(inst, g, ht, lb, lb + 100).bound == lb
 
 
 @pytest.mark.parametrize(("shape", "upper", "combinatorial", "tent"), [
@@ -63,7 +63,7 @@ def test_starved_loop_instances(shape: tuple[int, int, int, float], upper: float
     inst = _profiled(*shape)
     lb, g, ht = facade._bounds(inst)  # noqa: SLF001
     assert inst.from_ticks(lb) == pytest.approx(combinatorial)
-    r = tent_bound(inst, g, lb, inst.ticks(upper))
+    r = tent_bound(inst, g, ht, lb, inst.ticks(upper))
     assert r.complete and r.devices[0] == 0
     assert inst.from_ticks(r.bound) == pytest.approx(tent)  # the LPs are deterministic
 
@@ -75,7 +75,7 @@ def test_bidirectional_with_two_families() -> None:
                      activation=1.0, limit=2.0)
     lb, g, ht = facade._bounds(inst)  # noqa: SLF001
     assert inst.from_ticks(lb) == 64
-    r = tent_bound(inst, g, lb, inst.ticks(75))
+    r = tent_bound(inst, g, ht, lb, inst.ticks(75))
     assert r.complete and r.devices == (0, 1, 2, 3)
     assert inst.from_ticks(r.bound) == 69
 
@@ -83,7 +83,7 @@ def test_bidirectional_with_two_families() -> None:
 def test_a_spent_budget_keeps_the_bound_it_started_from() -> None:
     inst = _profiled(4, 4, 8, 1)
     lb, g, ht = facade._bounds(inst)  # noqa: SLF001
-    r = tent_bound(inst, g, lb, inst.ticks(192.57), stopped=lambda: True)
+    r = tent_bound(inst, g, ht, lb, inst.ticks(192.57), stopped=lambda: True)
     assert r.bound == lb and not r.complete
 
 
@@ -146,14 +146,14 @@ def small_paired_instances(draw: st.DrawFn) -> Instance:
 def _check_against_the_optimum(inst: Instance, cells: int) -> None:
     """CP-SAT proves the optimum without the tent bound (one worker, deterministic limit);
     the tent bound, with a loose upper end so that nothing caps it, is never above it."""
-    with patch.object(facade, "tent", lambda inst, g, lb, *args: (lb, None)):
+    with patch.object(facade, "tent", lambda inst, g, ht, lb, *args: (lb, None)):
         res = facade.solve(inst, time_limit=None, workers=1,
                            parameters={"max_deterministic_time": 10.0})
     if res.status != Status.OPTIMAL:
         return
     opt = inst.ticks(res.makespan)
     lb, g, ht = facade._bounds(inst)  # noqa: SLF001
-    r = tent_bound(inst, g, 0, 3 * opt + 10, max_cells=cells)
+    r = tent_bound(inst, g, ht, 0, 3 * opt + 10, max_cells=cells)
     assert r.bound <= opt, (r, opt)
 
 

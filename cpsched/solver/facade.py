@@ -448,7 +448,7 @@ def _before_search(inst: Instance, candidates: Mapping[str, Schedule], lb: int, 
     ``lb`` against that horizon (docs/modelling.md §24): also the bound (ticks) and the
     ``Result.stats`` of both steps (``modulo``, ``tent``)."""
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
-    lb, tents = tent(inst, g, lb, horizon, deadline, stop)
+    lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop)
     return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents}
 
 

@@ -101,7 +101,7 @@ def modulo_candidate(inst: Instance, deadline: float | None, stop: Any) -> Sched
     return modulo.modulo_schedule(inst, until, lambda: stop.requested)
 
 
-def tent(inst: Instance, g: Any, lb: int, upper: int, deadline: float | None,
+def tent(inst: Instance, g: Any, ht: Any, lb: int, upper: int, deadline: float | None,
          stop: Any) -> tuple[int, dict[str, Any] | None]:
     """The tent bound (:mod:`cpsched.tent_bound`, docs/modelling.md §24) when it applies and
     a gap to ``upper`` (a known makespan, ticks) is open, within :data:`TENT_SHARE` of the
@@ -115,7 +115,7 @@ def tent(inst: Instance, g: Any, lb: int, upper: int, deadline: float | None,
         wall = min(TENT_SHARE * (deadline - time.perf_counter()), TENT_MAX_SECONDS)
         if wall < 0.2:
             return lb, None
-    r = tent_bound(inst, g, lb, upper, time_limit=wall, stopped=lambda: stop.requested)
+    r = tent_bound(inst, g, ht, lb, upper, time_limit=wall, stopped=lambda: stop.requested)
     return r.bound, {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
                      "devices": list(r.devices), "cell": inst.from_ticks(r.cell),
                      "complete": r.complete, "seconds": round(r.seconds, 2)}
