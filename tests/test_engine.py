@@ -146,6 +146,21 @@ def test_dispatch_admission_and_hooks() -> None:
     assert calls == [0]
 
 
+def test_dispatch_pairs_share_one_unit_and_end_together() -> None:
+    # 0 starts first and takes 1 as its mate and 2 (behind 4 in its queue) as a rider: all
+    # three end at 4 on one unit; 3 then 4 follow, and 4's queue skips the rider
+    tt = _table([2, 3, 1, 1, 1], [0] * 5, [1], [(1, 2, 0)],
+                queues=[[0], [1], [4, 2], [3]])
+    res = dispatch(tt, [0, 1, 2, 3, 4],
+                   pair=lambda t, cands: (1, 4, 2) if t == 0 and 1 in cands else None)
+    assert res.complete and res.starts == [0, 0, 0, 4, 5] and res.makespan == 6
+    assert res.order == [[0, 3, 4]] and res.pairs == {0: 1} and res.fused == {2}
+    # a mate that is not available yet leaves the task alone
+    tt = _table([2, 3], [0, 0], [1], [(0, 1, 0)])
+    res = dispatch(tt, [0, 1], pair=lambda t, cands: (1, 4, -1) if t == 0 else None)
+    assert res.starts == [0, 2] and res.pairs == {} and res.makespan == 5
+
+
 def test_lexicographic_rules() -> None:
     key = lexicographic(lambda t: t % 2, lambda t: -t)
     assert sorted(range(5), key=key) == [4, 2, 0, 3, 1]

@@ -49,6 +49,13 @@ at the same peak memory, and is never longer on 216 points with p2p latency 0 or
 costs and split backward (p = 2/4/8, v = 2/3/4, m = p..3p).  With ``v = 1`` ``dfs`` is 1F1B and
 runs alone, as before.
 
+**Overlapped pairs** (with ``costs.overlap_forward_backward``): every portfolio run also runs
+once forming pairs as it dispatches — when a device starts a forward and a backward of another
+microbatch is available there, the two run as one pair if that saves at least a tenth of a
+mean forward (:mod:`cpsched.schedules.listsched_pairs`, docs/modelling.md §25); the smallest
+makespan still wins, so pairs are used only where they pay.  The portfolio then never stops
+early at the pair-free bound (pairs can beat it).
+
 **Bidirectional placement** (DualPipe's shape) has its own admission, a reservation along the
 microbatch's path, since two directions can deadlock under the banker's rule:
 :mod:`cpsched.schedules.listsched_bidi` (docs/modelling.md §23); :func:`pipeline_list_schedule`
@@ -62,10 +69,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cpsched.actions import Action, DeviceOrders, Kind, Step
+from cpsched.actions import Action, DeviceOrders, Kind, Overlap, Step
 from cpsched.engine import DispatchResult, dispatch, paused_gc
 from cpsched.instance import Instance
 from cpsched.schedules.listsched_bidi import bidi_list_schedule
+from cpsched.schedules.listsched_pairs import Pairing, pair_modes
 from cpsched.schedules.listsched_rules import (
     PRIORITY_RULES,
     RULES,
@@ -207,7 +215,8 @@ class _Run:
 
 def run_rule(pb: Problem, rule: str, window: Sequence[int] | None, memory: bool,
              slack: float | None = 0.0, w_policy: str = "lazy",
-             jitter: Sequence[float] | None = None, *, cap: float | None = None) -> _Run:
+             jitter: Sequence[float] | None = None, *, cap: float | None = None,
+             pairs: str | None = None) -> _Run:
     """One non-delay list-scheduling pass (times in ticks); see the module docstring.
 
     Args:
@@ -219,32 +228,50 @@ def run_rule(pb: Problem, rule: str, window: Sequence[int] | None, memory: bool,
         cap: with ``memory``, enforce this limit (memory units, at least
             :meth:`~cpsched.instance.Instance.min_memory_limit`) instead of the instance's
             (which may be unset): a target the admission test aims at.
+        pairs: form overlapped F&B pairs (a
+            :class:`~cpsched.schedules.listsched_pairs.Pairing` mode; needs an overlap cost),
+            or None.
 
     Raises:
         ListSchedulerError: stuck (admission is designed never to let that happen).
     """
     keys = task_keys(pb, rule, w_policy, jitter)
     limit = (pb.inst.memory_limit if cap is None else cap) if memory else None
+    hook = None if pairs is None else Pairing(pb, pairs)
     if window is None and limit is None:
-        res = dispatch(pb.table, keys)
+        res = dispatch(pb.table, keys, pair=hook)
     else:
         adm = _Admission(pb, window, limit, slack)
         res = dispatch(pb.table, keys, admit=adm.admit, on_start=adm.start,
-                       on_finish=adm.finish, hooked=pb.hooked)
+                       on_finish=adm.finish, hooked=pb.hooked, pair=hook)
     if not res.complete:
         left = sum(1 for x in res.starts if x < 0)
         raise ListSchedulerError(f"list scheduler ({rule}) stuck with {left} actions left")
     win = "None" if window is None else "(" + ",".join(map(str, window)) + ")"
     mem = (f" slack={slack}" if memory else "") + ("" if cap is None else f" cap={cap:g}")
-    return _Run(res, res.makespan, f"{rule}{mem} window={win} {w_policy}")
+    paired = "" if pairs is None else f" pairs={pairs}"
+    return _Run(res, res.makespan, f"{rule}{mem} window={win} {w_policy}{paired}")
 
 
 def _result(pb: Problem, run: _Run) -> ListResult:
-    acts = pb.acts
-    orders: DeviceOrders = [[acts[t] for t in ts] for ts in run.result.order]
-    starts = run.result.starts
+    acts, res = pb.acts, run.result
+    fused = {t - pb.S * pb.m for t in res.fused}  # the I whose W rode in its pair: a B
+
+    def back(t: int) -> Action:
+        a = acts[t]
+        return Action(Kind.B, a.stage, a.microbatch) if t in fused else a
+
+    def step(t: int) -> Step:
+        u = res.pairs.get(t)
+        if u is None:
+            return acts[t]
+        f, b = (t, u) if acts[t].kind == Kind.F else (u, t)
+        return Overlap(acts[f], back(b))
+
+    orders: DeviceOrders = [[step(t) for t in ts] for ts in res.order]
+    starts = res.starts
     return ListResult(orders, run.makespan, run.config,
-                      {acts[t]: starts[t] for t in run.result.sequence})
+                      {back(t): starts[t] for t in res.sequence if t not in res.fused})
 
 
 # ----------------------------------------------------------------------------- portfolio
@@ -255,10 +282,10 @@ def _window_of(inst: Instance, spec: tuple[float, float] | None) -> tuple[int, .
     return tuple(max(1, int(round(a * inst.p + b * (inst.p - 1 - d)))) for d in range(inst.p))
 
 
-#: One portfolio run: (rule, window, slack, W policy, cap); ``cap`` (memory units) is the
-#: admission target of a run without a memory limit (None: the instance's limit, if any).
-Config = tuple[str, tuple[int, ...] | None, float | None, str, float | None]
-
+#: One portfolio run: (rule, window, slack, W policy, cap, pairs); ``cap`` (memory units) is
+#: the admission target of a run without a memory limit (None: the instance's limit, if any);
+#: ``pairs`` the :class:`~cpsched.schedules.listsched_pairs.Pairing` mode (None: no pairs).
+Config = tuple[str, tuple[int, ...] | None, float | None, str, float | None, str | None]
 
 def _ilv_configs(pb: Problem, memory: bool) -> list[Config]:
     """The :func:`ilv` runs that open the portfolio, all without a window and with ``W`` lazy
@@ -268,9 +295,11 @@ def _ilv_configs(pb: Problem, memory: bool) -> list[Config]:
     Without one: the banker's rule under :func:`interleaved_cap` (interleaved 1F1B's own peak
     as the target), then no memory test at all.
     """
+    modes = pair_modes(pb.inst)
     if not memory:
-        return [("ilv", None, None, "lazy", c) for c in (interleaved_cap(pb), None)]
-    return [("ilv", None, sl, "lazy", None) for sl in (0.0, None)]
+        return [("ilv", None, None, "lazy", c, pm) for c in (interleaved_cap(pb), None)
+                for pm in modes]
+    return [("ilv", None, sl, "lazy", None, pm) for sl in (0.0, None) for pm in modes]
 
 
 def _configs(inst: Instance, memory: bool) -> list[Config]:
@@ -282,7 +311,7 @@ def _configs(inst: Instance, memory: bool) -> list[Config]:
         windows.append(default_window(inst))
     slacks = [None if x is None else x * amax for x in _SLACKS] if memory else [None]
     w_policies = ("lazy", "eager") if inst.split_backward else ("lazy",)
-    return [(r, w, sl, wp, None) for r in rules for w in windows for sl in slacks
+    return [(r, w, sl, wp, None, None) for r in rules for w in windows for sl in slacks
             for wp in w_policies if wp == "lazy" or w is None]
 
 
@@ -295,8 +324,8 @@ def _spread(items: list[Config], k: int) -> list[Config]:
 
 def _run_config(pb: Problem, cfg: Config, memory: bool,
                 jitter: Sequence[float] | None = None) -> _Run:
-    rule, w, sl, wp, cap = cfg
-    return run_rule(pb, rule, w, memory or cap is not None, sl, wp, jitter, cap=cap)
+    rule, w, sl, wp, cap, pm = cfg
+    return run_rule(pb, rule, w, memory or cap is not None, sl, wp, jitter, cap=cap, pairs=pm)
 
 
 def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
@@ -308,11 +337,13 @@ def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
     n = len(pb.table.duration)
     runs_left = None if budget is None else max(0, budget // max(1, n) - 1)
     configs = _configs(inst, memory) if full else []
+    modes = pair_modes(inst)  # each configuration runs once per pairing mode
     restarts = restarts if full else 0
-    if runs_left is not None and runs_left < len(configs) + restarts:
+    if runs_left is not None and runs_left < len(configs) * len(modes) + restarts:
         # a quarter of what is left goes to restarts (they find the last few per cent)
         restarts = min(restarts, runs_left // 4)
-        configs = _spread(configs, runs_left - restarts)
+        configs = _spread(configs, (runs_left - restarts) // len(modes))
+    configs = [(*cfg[:5], pm) for cfg in configs for pm in modes]
     stop = deadline()
 
     def done() -> bool:
@@ -346,11 +377,14 @@ def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
             best = res
             best.config += f" jitter(seed={seed}, run {k})"
     amax = max(inst.activation)
-    loose = (_LOOSE if runs_left is None else _LOOSE[:runs_left]) if full and memory else ()
-    for rule, k in loose:
+    loose_runs = [(rule, None, k * amax, "lazy", None, pm) for rule, k in _LOOSE
+                  for pm in pair_modes(inst)]
+    loose = (loose_runs if runs_left is None else loose_runs[:runs_left]
+             ) if full and memory else []
+    for cfg in loose:
         if done():
             break
-        res = _run_config(pb, (rule, None, k * amax, "lazy", None), memory)
+        res = _run_config(pb, cfg, memory)
         if res.makespan < best.makespan:
             best = res
     return best
@@ -424,7 +458,8 @@ def pipeline_list_schedule(inst: Instance, tie_break: str = "dfs", *,
 
 
 @register("list", summary="list scheduler: non-delay priority rule + tie-breakers; "
-                          "memory-aware (never over the limit) when a limit is set",
+                          "memory-aware (never over the limit) when a limit is set; forms "
+                          "overlapped F&B pairs when they have a cost",
           preconditions="any placement (bidirectional: reservation along the path, "
                         "docs/modelling.md §23)",
           source="list scheduling (HLS); pipeline-scheduling article (dfs -> 1F1B, "

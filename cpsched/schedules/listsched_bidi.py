@@ -21,8 +21,9 @@ is then dropped (it is a portfolio candidate, never the only one).
 
 Priority rules are the loop scheduler's (:mod:`cpsched.schedules.listsched_rules`), with the
 microbatch index counted within its direction, so the two directions interleave; FIFO order
-holds per (kind, stage, direction) (docs/modelling.md §1).  Overlapped F&B pairs are not
-formed (they are optional, docs/spec.md §1); the solver's window search forms them.
+holds per (kind, stage, direction) (docs/modelling.md §1).  With an overlap cost every
+configuration also runs forming overlapped F&B pairs as it dispatches
+(:class:`~cpsched.schedules.listsched_pairs.Pairing`, docs/modelling.md §25).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 from cpsched.actions import Kind
 from cpsched.engine import DispatchResult, TaskTable, dispatch, paused_gc
 from cpsched.instance import Instance
+from cpsched.schedules.listsched_pairs import Pairing, pair_modes
 from cpsched.schedules.listsched_rules import (
     ListSchedulerError,
     Problem,
@@ -140,8 +142,9 @@ class _Reservation:
                 self.flight[pb.direction(i)] -= 1
 
 
-#: One run: (rule, window in microbatches per direction or None, overbook, W policy).
-Config = tuple[str, int | None, float, str]
+#: One run: (rule, window in microbatches per direction or None, overbook, W policy,
+#: pairing mode or None: :class:`~cpsched.schedules.listsched_pairs.Pairing`).
+Config = tuple[str, int | None, float, str, str | None]
 
 
 def _configs(inst: Instance, first: str) -> list[Config]:
@@ -151,17 +154,18 @@ def _configs(inst: Instance, first: str) -> list[Config]:
     books = _OVERBOOK if inst.memory_limit is not None else (0.0,)
     policies = ("lazy", "eager") if inst.split_backward else ("lazy",)
     rules = [first] + [r for r in _RULES if r != first]
-    return [(r, w, b * amax, wp) for r in rules for w in windows for b in books
+    return [(r, w, b * amax, wp, None) for r in rules for w in windows for b in books
             for wp in policies]
 
 
 def run_bidi(pb: BidiProblem, cfg: Config, jitter: Sequence[float] | None = None
              ) -> DispatchResult | None:
     """One run of ``cfg`` (times in ticks); None when an overbooked run got stuck."""
-    rule, window, overbook, wp = cfg
+    rule, window, overbook, wp, pairs = cfg
     adm = _Reservation(pb, pb.inst.memory_limit, window, overbook)
     res = dispatch(pb.table, task_keys(pb, rule, wp, jitter), admit=adm.admit,
-                   on_start=adm.start, on_finish=adm.finish, local=False, hooked=pb.hooked)
+                   on_start=adm.start, on_finish=adm.finish, local=False, hooked=pb.hooked,
+                   pair=None if pairs is None else Pairing(pb, pairs))
     if not res.complete:
         if not overbook:  # a strict reservation cannot get stuck (module docstring)
             raise ListSchedulerError(f"bidirectional list scheduler stuck ({cfg})")
@@ -182,12 +186,14 @@ def bidi_portfolio(pb: BidiProblem, first: str = "dfs", restarts: int = 12, seed
     """
     n = len(pb.table.duration)
     configs = _configs(pb.inst, first)
+    modes = pair_modes(pb.inst)  # each configuration runs once per pairing mode
     if budget is not None:
         runs = max(1, budget // max(1, n))
         restarts = min(restarts, runs // 4)
-        if runs - restarts < len(configs):
-            k = max(1, runs - restarts)
+        if runs - restarts < len(configs) * len(modes):
+            k = max(1, (runs - restarts) // len(modes))
             configs = [configs[(j * len(configs)) // k] for j in range(k)]
+    configs = [(*cfg[:4], pm) for cfg in configs for pm in modes]
     stop = deadline()
     tried: list[tuple[int, int, Config]] = []
     best: tuple[DispatchResult, str] | None = None
@@ -217,8 +223,9 @@ def bidi_portfolio(pb: BidiProblem, first: str = "dfs", restarts: int = 12, seed
 
 
 def _name(cfg: Config) -> str:
-    rule, window, overbook, wp = cfg
-    return f"{rule} bidirectional window={window} overbook={overbook:g} {wp}"
+    rule, window, overbook, wp, pairs = cfg
+    paired = "" if pairs is None else f" pairs={pairs}"
+    return f"{rule} bidirectional window={window} overbook={overbook:g} {wp}{paired}"
 
 
 def bidi_list_schedule(inst: Instance, tie_break: str = "dfs", *, restarts: int = 12,

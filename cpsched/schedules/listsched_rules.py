@@ -69,7 +69,10 @@ class Problem:
     def __init__(self, inst: Instance) -> None:
         self.inst = inst
         tasks = default_tasks(inst)
-        self.action, self.bound = tasks.action, tasks.bound
+        self.action = tasks.action
+        #: a makespan no run can beat, where the portfolios stop: the default tasks' bound,
+        #: which overlapped pairs can beat (then 0: they never stop early)
+        self.bound = tasks.bound if inst.overlap_forward_backward is None else 0
         self.S, self.m, self.kinds, self.bk = inst.num_stages, inst.m, tasks.kinds, tasks.kinds[1]
         nk, S, m = len(tasks.kinds), self.S, self.m
         self.stages = [inst.stages_of(d) for d in range(inst.p)]

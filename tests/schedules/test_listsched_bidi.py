@@ -59,7 +59,7 @@ def test_valid_within_the_limit_never_stuck(inst: Instance) -> None:
     one action at a time, memory); the strict reservation never gets stuck."""
     pb = BidiProblem(inst)
     for overbook in (0.0, 4.0 * max(inst.activation)):
-        res = run_bidi(pb, ("dfs", None, overbook, "lazy"))
+        res = run_bidi(pb, ("dfs", None, overbook, "lazy", None))
         if overbook == 0.0:
             assert res is not None  # strict: never stuck
     sched = run_schedule("list", inst)
@@ -91,8 +91,11 @@ def test_fits_where_dualpipe_does_not() -> None:
     assert max(dp.peak_memory) == 5
     sched = run_schedule("list", inst)
     assert validate(sched, inst) == [] and max(sched.peak_memory) <= 4
-    assert sched.makespan == 49  # measured; the lower bound is 40 without pairs
-    assert all(a.overlap is None for a in sched.actions)  # pairs are the solver's
+    # measured: 49 without pairs (the pair-free lower bound is 40); pairs formed as it
+    # dispatches (docs/modelling.md §25) give 46, where solve -t 60 proves 43 and finds no
+    # better schedule
+    assert sched.makespan == 46
+    assert any(a.overlap is not None for a in sched.actions)
 
 
 def test_without_a_limit_reaches_the_pair_free_bound() -> None:

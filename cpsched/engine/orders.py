@@ -1,39 +1,22 @@
-"""The one event engine: per-device orders to times, and list scheduling by named rules.
+"""The event engine's fixed orders: per-device orders to times (:func:`run_orders`), for the
+simulator (:func:`cpsched.simulate.simulate`) and the PyTorch dependency scan
+(:mod:`cpsched.torch_io`).  Each device runs its steps in order; a step starts when its device
+is free and its predecessors (:mod:`cpsched.rules`) have ended plus lag.  Devices that cannot
+go on are :class:`Stuck`; :func:`waiting_cycle` names the cycle they wait in.
 
-* :func:`run_orders` — **fixed orders**: the simulator (:func:`cpsched.simulate.simulate`) and
-  the PyTorch dependency scan (:mod:`cpsched.torch_io`).  Each device runs its steps in order;
-  a step starts when its device is free and its predecessors (:mod:`cpsched.rules`) have ended
-  plus lag.  Devices that cannot go on are :class:`Stuck`; :func:`waiting_cycle` names the
-  cycle they wait in.
-* :func:`dispatch` — **list scheduling**, event-driven and non-delay, for
-  :func:`cpsched.core.list_schedule` (a ResourceGraph) and the pipeline's
-  :func:`~cpsched.schedules.listsched.pipeline_list_schedule`: at each event time every
-  resource with room starts, among its available tasks (predecessors ended plus lag, head of
-  their FIFO queue, admitted by the caller), the one with the smallest key.  Keys come from
-  named priority rules (``dfs``, ``bfs``, ``cp``, ``due`` in :mod:`cpsched.schedules.listsched`;
-  ``latest_start`` in :mod:`cpsched.core`) with tie-breakers (:func:`lexicographic`).
-
-Sources: the pipeline-scheduling article (docs/references.md#pipeline-scheduling-article);
-job-shop-lib's dispatcher and rules (#job-shop-lib); the visualizer's simulator (#ppviz).
+Source: the visualizer's simulator (docs/references.md#ppviz).
 """
 
 from __future__ import annotations
 
 import gc
-import heapq
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from cpsched.actions import Action, Kind, Overlap, Step, step_actions
 from cpsched.instance import Instance
 from cpsched.rules import dependencies, fused_rule_from, pair_kinds_ok, stage_ticks
-
-#: A time no task is ready by (ticks).
-NEVER = 1 << 62
-#: :func:`dispatch` hook bits (per task: which hooks it needs).
-ADMIT, START, FINISH = 1, 2, 4
 
 
 @contextmanager
@@ -53,7 +36,7 @@ class OrderError(ValueError):
     """Per-device orders that are incomplete, inconsistent with the instance, or deadlock."""
 
 
-# ================================================================== fixed orders (simulation)
+
 @dataclass(frozen=True)
 class Stuck:
     """A device that cannot go on: it waits at ``orders[rank][index]`` (``step``) for
@@ -316,184 +299,4 @@ def waiting_cycle(orders: Sequence[Sequence[Step]], stuck: Sequence[Stuck]
     return [(by_rank[x], owner[by_rank[x].waits_for]) for x in cycle]
 
 
-# ========================================================================= list scheduling
-Key = Any
-#: A named priority rule: the key of task ``t`` (smaller starts first).
-PriorityRule = Callable[[int], Key]
-
-
-def lexicographic(*rules: PriorityRule) -> PriorityRule:
-    """One rule from several: the first decides, the next break its ties, and so on."""
-    return lambda t: tuple(r(t) for r in rules)
-
-
-@dataclass
-class TaskTable:
-    """Tasks ``0..n-1`` for :func:`dispatch` (integer ticks).
-
-    Attributes:
-        duration: per task, ticks.
-        resource: per task, index into ``capacity``; ``-1``: needs no resource.
-        capacity: per resource, how many tasks it runs at once.
-        succ: per task, ``(successor, lag)``: ``start(successor) >= end(task) + lag``.
-        queues: FIFO chains, started in list order (a lone task is a queue of one); every task
-            is in one queue, a queue's tasks on one resource.
-        resource_queues: per resource (then one entry for tasks needing none), its queues.
-    """
-
-    duration: list[int]
-    resource: list[int]
-    capacity: list[int]
-    succ: list[list[tuple[int, int]]]
-    queues: list[list[int]]
-    resource_queues: list[list[int]]
-
-
-@dataclass
-class DispatchResult:
-    """Starts per task (``-1``: never started), start order per resource (and over all,
-    ``sequence``), and, when scheduling got stuck, the tasks that were available but not
-    admitted (in the order they became available)."""
-
-    starts: list[int]
-    order: list[list[int]]
-    makespan: int
-    waiting: list[int]
-    sequence: list[int] = field(default_factory=list)
-
-    @property
-    def complete(self) -> bool:
-        """Every task started."""
-        return not self.waiting and all(s >= 0 for s in self.starts)
-
-
-def dispatch(tt: TaskTable, keys: Sequence[Key], *,
-             admit: Callable[[int], bool] | None = None,
-             on_start: Callable[[int, int], None] | None = None,
-             on_finish: Callable[[int, int], None] | None = None,
-             local: bool = True, hooked: Sequence[int] | None = None) -> DispatchResult:
-    """Non-delay list scheduling of ``tt``: at each event time (an end, or a task's
-    predecessors' ends plus lag) the tasks ending then finish (``on_finish(task, end)``), then
-    every resource with room tries its available tasks in key order (``keys[t]``; ties: the
-    order they became available) and starts them while it has room and ``admit(task)`` agrees
-    (``on_start(task, time)``).  ``local``: ``admit`` depends only on the state of the task's
-    own resource (so only resources touched by an event are tried again; else all, in one
-    key order, after each finish).  ``hooked[t]``: which of the ``ADMIT | START | FINISH``
-    hooks task ``t`` needs (default all).  Returns a :class:`DispatchResult`, incomplete
-    when at some point nothing runs and no available task is admitted.
-    """
-    d = _Dispatch(tt)
-    n, R, res, cap, busy, qnext, follow, qof = (
-        d.n, d.R, d.res, d.cap, d.busy, d.qnext, d.follow, d.qof)
-    dur, succ, npred, ready_at, rdy, seq, rqueues = (
-        tt.duration, tt.succ, d.npred, d.ready_at, d.rdy, d.seq, tt.resource_queues)
-    starts, order, events, running, nseq, sequence = d.starts, d.order, d.events, [], d.nseq, []
-    hk = [ADMIT | START | FINISH] * n if hooked is None else hooked
-    nstart = 0
-    sort_key = keys.__getitem__ if local else (lambda t: (keys[t], seq[t]))
-    hpush, hpop = heapq.heappush, heapq.heappop
-    while nstart < n:
-        if running and (not events or running[0][0] <= events[0][0]):
-            now = running[0][0]
-        elif events:
-            now = events[0][0]
-        else:
-            break
-        dirty = set()
-        fin = bool(running) and running[0][0] <= now
-        while running and running[0][0] <= now:
-            e, _, t = hpop(running)
-            busy[res[t]] -= 1
-            dirty.add(res[t])
-            if on_finish is not None and hk[t] & FINISH:
-                on_finish(t, e)
-            for w, lag in succ[t]:
-                if e + lag > rdy[w]:
-                    rdy[w] = e + lag
-                npred[w] -= 1
-                if npred[w] == 0:
-                    ready_at[w], seq[w], nseq = rdy[w], nseq, nseq + 1
-                    if rdy[w] <= now:
-                        dirty.add(res[w])
-                    else:
-                        hpush(events, (rdy[w], res[w]))
-        while events and events[0][0] <= now:
-            dirty.add(hpop(events)[1])
-        if fin and not local:  # memory freed anywhere may admit tasks anywhere
-            dirty = set(range(R + 1))
-        if local:  # each resource on its own: its best admitted tasks
-            groups = [[qnext[q] for q in rqueues[r] if ready_at[qnext[q]] <= now]
-                      for r in dirty if busy[r] < cap[r]]
-        else:  # all resources together, in key order
-            groups = [[qnext[q] for r in sorted(dirty) if busy[r] < cap[r]
-                       for q in rqueues[r] if ready_at[qnext[q]] <= now]]
-        for cands in groups:
-            if len(cands) > 1:
-                cands.sort(key=sort_key)
-            for t in cands:
-                r = res[t]
-                if busy[r] >= cap[r] or (admit is not None and hk[t] & ADMIT and not admit(t)):
-                    continue
-                busy[r] += 1
-                q = qof[t]
-                qnext[q] = follow[t]
-                starts[t] = now
-                hpush(running, (now + dur[t], nstart, t))
-                nstart += 1
-                order[r].append(t)
-                sequence.append(t)
-                if on_start is not None and hk[t] & START:
-                    on_start(t, now)
-                if busy[r] < cap[r] and follow[t] < n:
-                    hpush(events, (now, r))
-    return d.result(sequence)
-
-
-class _Dispatch:
-    """The initial state of one :func:`dispatch` call.  Queue heads are task ids; the
-    sentinel task ``n`` (never ready) marks an empty queue."""
-
-    def __init__(self, tt: TaskTable) -> None:
-        self.n = n = len(tt.duration)
-        self.R = R = len(tt.capacity)
-        self.res = [R if r < 0 else r for r in tt.resource]
-        self.cap = [*tt.capacity, n + 1]
-        self.busy = [0] * (R + 1)
-        self.npred = [0] * n
-        for ws in tt.succ:
-            for w, _ in ws:
-                self.npred[w] += 1
-        self.qof = [0] * n
-        self.follow = [n] * n
-        self.qnext = [ts[0] if ts else n for ts in tt.queues]
-        for q, ts in enumerate(tt.queues):
-            for k, t in enumerate(ts):
-                self.qof[t] = q
-                if k + 1 < len(ts):
-                    self.follow[t] = ts[k + 1]
-        self.ready_at, self.rdy, self.seq = [NEVER] * (n + 1), [0] * n, [0] * n
-        self.nseq = 0
-        for t in range(n):
-            if self.npred[t] == 0:
-                self.ready_at[t], self.seq[t], self.nseq = 0, self.nseq, self.nseq + 1
-        self.order: list[list[int]] = [[] for _ in range(R + 1)]
-        self.events: list[tuple[int, int]] = [(0, r) for r in range(R + 1)]
-        self.starts = [-1] * n
-        self.duration = tt.duration
-
-    def result(self, sequence: list[int]) -> DispatchResult:
-        """The :class:`DispatchResult` once the loop has stopped."""
-        starts, n = self.starts, self.n
-        waiting = [] if len(sequence) == n else sorted(
-            (t for t in range(n) if starts[t] < 0 and self.ready_at[t] < NEVER),
-            key=self.seq.__getitem__)
-        makespan = max((x + du for x, du in zip(starts, self.duration, strict=True) if x >= 0),
-                       default=0)
-        return DispatchResult(starts, self.order[:self.R], makespan, waiting, sequence)
-
-
-__all__ = [
-    "ADMIT", "FINISH", "NEVER", "START", "DispatchResult", "Key", "OrderError", "OrderRun",
-    "PriorityRule", "Stuck", "TaskTable", "dispatch", "lexicographic", "paused_gc",
-    "run_orders", "waiting_cycle",
-]
+__all__ = ["OrderError", "OrderRun", "Stuck", "paused_gc", "run_orders", "waiting_cycle"]
