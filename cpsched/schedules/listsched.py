@@ -287,6 +287,7 @@ def _window_of(inst: Instance, spec: tuple[float, float] | None) -> tuple[int, .
 #: ``pairs`` the :class:`~cpsched.schedules.listsched_pairs.Pairing` mode (None: no pairs).
 Config = tuple[str, tuple[int, ...] | None, float | None, str, float | None, str | None]
 
+
 def _ilv_configs(pb: Problem, memory: bool) -> list[Config]:
     """The :func:`ilv` runs that open the portfolio, all without a window and with ``W`` lazy
     (neither a window nor eager ``W`` ever helped ``ilv`` on the shipped instances).
@@ -378,7 +379,7 @@ def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
             best.config += f" jitter(seed={seed}, run {k})"
     amax = max(inst.activation)
     loose_runs = [(rule, None, k * amax, "lazy", None, pm) for rule, k in _LOOSE
-                  for pm in pair_modes(inst)]
+                  for pm in modes]
     loose = (loose_runs if runs_left is None else loose_runs[:runs_left]
              ) if full and memory else []
     for cfg in loose:

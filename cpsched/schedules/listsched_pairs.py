@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from cpsched.actions import Kind
 from cpsched.instance import Instance
+from cpsched.rules import stage_ticks
 from cpsched.schedules.listsched_rules import Problem
 
 #: The pairing mode of the portfolio's pair runs (:class:`Pairing`, docs/modelling.md §25):
@@ -48,15 +49,15 @@ class Pairing:
     """
 
     def __init__(self, pb: Problem, mode: str) -> None:
-        ov = pb.inst.overlap_forward_backward
-        if ov is None:
+        ovl = stage_ticks(pb.inst).overlap
+        if ovl is None:
             raise ValueError("overlapped pairs need costs.overlap_forward_backward")
         self.mode, _, gain = mode.partition(":")
         fmean = sum(pb.dur[Kind.F]) / len(pb.dur[Kind.F])
         self.min_gain = max(1, round(float(gain or 0) * fmean))
         self.nf = pb.S * pb.m  # tasks below nf are forwards, then B or I, then W
         self.m, self.split = pb.m, pb.inst.split_backward
-        self.ovl = [pb.inst.ticks(x) for x in ov]
+        self.ovl = ovl
         self.dur, self.mb, self.dev = pb.table.duration, pb.mb_of, pb.dev_of
 
     def __call__(self, t: int, cands: list[int]) -> tuple[int, int, int] | None:
