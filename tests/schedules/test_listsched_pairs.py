@@ -43,6 +43,17 @@ def test_pairs_shorten_the_list_schedule(kw: dict, paired: float, pair_free: flo
     assert simulate(inst, pipeline_list_schedule(inst).orders).makespan == pair_free
 
 
+def test_small_saving_pairs_add_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # loop, 2 chunks, no limit, the last stage heavier: a middle-stage pair saves 0.05, below
+    # "forward:0.1"'s threshold; the "both:0.01" runs form 31 pairs (docs/modelling.md §25)
+    inst = make(p=4, v=2, m=16, F=[1] * 7 + [1.4], I=1, W=[0.65] * 7 + [1.1], overlap=2.6)
+    sched = simulate(inst, pipeline_list_schedule(inst).orders)
+    assert validate(sched) == [] and sched.makespan == 90.5 and _pairs(sched) == 31
+    for mod in (listsched, listsched_bidi):
+        monkeypatch.setattr(mod, "pair_modes", lambda inst: (None, "forward:0.1"))
+    assert simulate(inst, pipeline_list_schedule(inst).orders).makespan == 99.15
+
+
 def test_no_pair_where_it_saves_nothing() -> None:
     # a pair as long as F + B back to back: none is formed, and none is tried without a cost
     inst = make(4, 1, 8, F=1, B=2, overlap=3, limit=3)
