@@ -69,7 +69,8 @@ def test_no_pair_where_it_saves_nothing() -> None:
 @given(data=st.data(), p=st.sampled_from([2, 3, 4]), m=st.integers(4, 10),
        placement=st.sampled_from(["loop", "v", "bidirectional"]), split=st.booleans(),
        latency=st.sampled_from([0, 0.5]), factor=st.sampled_from([None, 1.0, 1.5, 3.0]),
-       mode=st.sampled_from(["forward", "both", "backward", "both:0.3"]))
+       mode=st.sampled_from(["forward", "both", "backward", "both:0.3", "both:0.01",
+                             "forward:0.1"]))
 def test_paired_runs_valid_within_the_limit(data: st.DataObject, p: int, m: int,
                                             placement: str, split: bool, latency: float,
                                             factor: float | None, mode: str) -> None:
