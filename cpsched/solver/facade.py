@@ -20,6 +20,7 @@ import networkx as nx
 from ortools.sat.python import cp_model
 
 from cpsched.bounds import area_bound, fill_drain_bound, pair_fill_drain_bound
+from cpsched.gate_bound import gate_bound
 from cpsched.graph import (
     build_task_graph,
     heads_and_tails,
@@ -92,7 +93,8 @@ class Result:
 def combinatorial_bound(inst: Instance) -> int:
     """The best bound (ticks) proven before any search: with overlapped pairs the relaxed
     bound and the pair fill/drain bound (docs/modelling.md §4.3, §16.1); else the plain
-    bound and the memory-aware fill/drain and area bounds (docs/modelling.md §11, §16)."""
+    bound and the memory-aware fill/drain, area and gate bounds (docs/modelling.md §11, §16,
+    §26)."""
     return _bounds(inst)[0]
 
 
@@ -105,7 +107,7 @@ def _bounds(inst: Instance) -> tuple[int, Any, Any]:
         return max(overlap_lower_bound(inst, g, relaxed=relaxed),
                    pair_fill_drain_bound(inst, g, relaxed=relaxed)), g, ht
     return max(lower_bound(inst, g, ht=ht).value, fill_drain_bound(inst, g, ht=ht)[0],
-               area_bound(inst, g, ht=ht)), g, ht
+               area_bound(inst, g, ht=ht), gate_bound(inst)), g, ht
 
 
 #: share of the remaining time, and at most this many seconds, for the one-device relaxation
