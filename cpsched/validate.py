@@ -223,6 +223,33 @@ def validate(schedule: Schedule, instance: Instance | None = None,
     return out
 
 
+def exceeds_memory_limit(schedule: Schedule, instance: Instance | None = None) -> bool:
+    """Whether some device of ``schedule`` holds more than the memory limit at some instant:
+    then :func:`validate` reports it (its memory rule, the same
+    :func:`cpsched.metrics.memory_events` and tolerance).  It runs that rule alone, so a
+    schedule that cannot be valid is passed over without the other checks (a full
+    validation costs 0.1-0.5 s at 32 768 actions, this 0.03 s).  False for a malformed
+    schedule or actions outside the instance (:func:`validate` says why) and without a
+    limit.
+
+    Args:
+        instance: check against this instance instead of the schedule's own.
+    """
+    inst = instance or schedule.instance
+    limit = inst.memory_limit
+    if limit is None or _malformed(schedule) or not all(
+            0 <= a.device < inst.p and 0 <= a.stage < inst.num_stages
+            for a in schedule.actions):
+        return False
+    for ev in memory_events(inst, schedule.actions):
+        held = 0.0
+        for _t, delta in ev:
+            held += delta
+            if held > limit + TOLERANCE:
+                return True
+    return False
+
+
 def _close(x: float, y: float, tol: float = TOLERANCE) -> bool:
     return abs(x - y) <= tol + 1e-9 * max(abs(x), abs(y))
 

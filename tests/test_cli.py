@@ -12,7 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from conftest import INSTANCES
+from conftest import INSTANCES, make
 from typer.testing import CliRunner
 
 from cpsched.cli import app
@@ -505,3 +505,20 @@ def test_two_concurrent_solves_write_two_complete_sets(tmp_path: Path) -> None:
         png = png_path.read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[-8:-4] == b"IEND"
         assert run("validate", ARTICLE, str(json_path)).exit_code == 0
+
+
+def test_slowdown_scales_the_time_kept_after_the_search() -> None:
+    # wall over CPU seconds of the known schedules: 1 when idle or too short to tell, the
+    # share of a core otherwise, at most MAX_SLOWDOWN; the reserve grows by that factor
+    from cpsched.cli import solve as solve_cli
+
+    assert solve_cli._slowdown(2.0, 2.0) == 1.0
+    assert solve_cli._slowdown(2.0, 2.2) == 1.0  # never below idle
+    assert solve_cli._slowdown(0.1, 0.01) == 1.0  # too short to tell
+    assert solve_cli._slowdown(3.0, 2.0) == pytest.approx(1.5)
+    assert solve_cli._slowdown(30.0, 1.0) == solve_cli.MAX_SLOWDOWN
+    inst = make(4, 1, 8)
+    base = solve_cli._reserve(inst, False)
+    assert base == pytest.approx(solve_cli.AFTER_SEARCH_FIXED
+                                 + solve_cli.AFTER_SEARCH_PER_ACTION * inst.n_actions)
+    assert solve_cli._reserve(inst, False, 1.5) == pytest.approx(1.5 * base)

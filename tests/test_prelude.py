@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import cpsched.solver.facade as facade
 import cpsched.solver.lns as lns
+import cpsched.solver.prelude as prelude
 from cpsched import solve
 from cpsched.cli import app
 from cpsched.schedules.transforms import sequential_schedule
@@ -82,3 +83,36 @@ def test_search_with_an_optimal_warm_start_says_so() -> None:
     assert res.message == facade.SEARCH_DONE_MESSAGE and res.stats["window_search"] is None
     assert res.schedule is not None and validate(res.schedule) == []
     assert res.status == "OPTIMAL" and res.makespan == res.lower_bound
+
+
+def test_no_model_when_the_warm_start_meets_the_bound() -> None:
+    # no memory limit: 1F1B meets the bound, so the model could only prove it again
+    res = solve(make(4, 1, 8), time_limit=None, workers=1)
+    assert res.status == "OPTIMAL" and res.makespan == res.lower_bound
+    assert res.message == "" and "restricted" not in res.stats  # no model was built
+    assert res.schedule is not None and validate(res.schedule) == []
+
+
+def test_no_window_search_or_model_without_time_for_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # with less time left than setting up the window search takes, neither it nor the model
+    # runs: the warm start comes back, validated, with the combinatorial bound, and says so
+    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)  # auto would search windows on this model
+    monkeypatch.setattr(prelude, "MIN_WINDOW_SECONDS", 1e6)
+    monkeypatch.setattr(facade, "MODEL_SECONDS_PER_ACTION", 1e6)
+    seq = sequential_schedule(INST)
+    for method in ("auto", "search"):
+        res = solve(INST, time_limit=20, workers=1, candidates={"sequential": seq},
+                    method=method)
+        assert res.message == facade.NO_TIME_WARM_MESSAGE, method
+        assert res.stats["window_search"] is None and "restricted" not in res.stats
+        assert res.schedule is not None and validate(res.schedule) == []
+        assert res.makespan == seq.makespan and res.status == "FEASIBLE"
+        assert res.schedule.lower_bound == res.stats["combinatorial_bound"]
+
+
+def test_window_setup_seconds_grow_with_the_model() -> None:
+    small, large = make(4, 1, 8), make(32, 2, 256)
+    assert prelude.window_setup_seconds(small) == pytest.approx(
+        prelude.MIN_WINDOW_SECONDS + prelude.WINDOW_SETUP_SECONDS_PER_ACTION * small.n_actions)
+    assert prelude.window_setup_seconds(large) > prelude.window_setup_seconds(small)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from cpsched.cli import app
 from cpsched.model import Schedule, Status
 from cpsched.schedules import run_schedule
-from cpsched.validate import validate, validate_claims
+from cpsched.validate import exceeds_memory_limit, validate, validate_claims
 
 runner = CliRunner()
 ARTICLE = INSTANCES / "article-interleaved.toml"
@@ -130,3 +130,18 @@ def test_validate_claims_library() -> None:
     assert any("not a lower bound" in v for v in validate_claims(sch))
     sch.lower_bound = None
     assert validate_claims(sch, {"gap": 0.1}) and validate_claims(sch, {"gap": None}) == []
+
+
+@pytest.mark.parametrize("name", ["1f1b", "gpipe", "interleaved-1f1b", "zb-h2"])
+@pytest.mark.parametrize("limit", [2.0, 3.5, 4.0, 6.0, None])
+def test_exceeds_memory_limit_is_the_validators_memory_rule(name: str,
+                                                             limit: float | None) -> None:
+    # the cheap check says "over" exactly when the validator reports the memory limit
+    split = {"B": None, "I": 5, "W": 5} if name == "zb-h2" else {}
+    inst = make(4, 2 if name == "interleaved-1f1b" else 1, 8, **split)
+    sch = run_schedule(name, inst)
+    peak = max(sch.peak_memory)
+    bounded = inst.replace(**{"memory.limit": limit}) if limit is not None else inst
+    over = exceeds_memory_limit(sch, bounded)
+    assert over == any("memory limit" in v for v in validate(sch, bounded))
+    assert over == (limit is not None and peak > limit + 1e-6)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -62,16 +63,21 @@ ParamOpt = Annotated[list[str] | None, typer.Option(
 __all__ = ["cp_parameters", "solve"]
 
 
-def _known_schedules(inst: Instance, deadline: float) -> dict[str, Schedule]:
+def _known_schedules(inst: Instance, deadline: float) -> tuple[dict[str, Schedule], float]:
     """Every applicable registered schedule started before ``deadline`` (a perf_counter
     value), timed and validated: the warm-start candidates and the rows of the table.  A
     generator whose orders cannot run (a bug in that generator) is reported as a warning and
     left out; the others stay candidates.  Validating here, before the search, keeps the
     table's verdicts (cached, :func:`~cpsched.schedules.registry.validated`) inside the
-    time the search is given: 0.2-0.7 s per schedule at 24 576 actions."""
+    time the search is given: 0.2-0.7 s per schedule at 24 576 actions.
+
+    Returns:
+        ``(schedules, slowdown)``: ``slowdown`` is how much slower than on an idle machine
+        this single-threaded work ran (:func:`_slowdown`)."""
     from cpsched.schedules import run_all
     from cpsched.schedules.registry import validated
 
+    wall, cpu = time.perf_counter(), time.process_time()
     failed: dict[str, str] = {}
     known = run_all(inst, deadline, failed=failed)
     for name, message in failed.items():
@@ -79,7 +85,20 @@ def _known_schedules(inst: Instance, deadline: float) -> dict[str, Schedule]:
                           markup=False)
     for sch in known.values():
         validated(sch)
-    return known
+    return known, _slowdown(time.perf_counter() - wall, time.process_time() - cpu)
+
+
+#: the most that a measured slowdown scales the time kept for after the search
+MAX_SLOWDOWN = 3.0
+
+
+def _slowdown(wall: float, cpu: float) -> float:
+    """Wall over CPU seconds of single-threaded work: 1 on an idle machine, about 1.5 on 2
+    cores beside two busy processes (the share of a core this process got), clipped to
+    ``[1, MAX_SLOWDOWN]``; 1 when the work was too short to tell (under 0.2 s)."""
+    if wall < 0.2 or cpu <= 0:
+        return 1.0
+    return min(MAX_SLOWDOWN, max(1.0, wall / cpu))
 
 
 #: Seconds per action for what follows the search — reading the solution back, validating
@@ -89,12 +108,13 @@ def _known_schedules(inst: Instance, deadline: float) -> dict[str, Schedule]:
 AFTER_SEARCH_PER_ACTION, AFTER_SEARCH_FIXED = 8e-5, 1.0
 
 
-def _reserve(inst: Instance, plot: bool) -> float:
+def _reserve(inst: Instance, plot: bool, slowdown: float = 1.0) -> float:
     """Seconds kept from ``--time-limit`` for what follows the search: the solution's check,
     the JSON, the PNG when one is drawn, the table (its rows were validated before the
-    search) and the exit."""
-    return (AFTER_SEARCH_FIXED + AFTER_SEARCH_PER_ACTION * inst.n_actions
-            + (plot_seconds(inst.n_actions) if plot else 0.0))
+    search) and the exit; times ``slowdown`` (:func:`_slowdown`), since on a machine
+    loaded by other processes all of it runs that much slower."""
+    return slowdown * (AFTER_SEARCH_FIXED + AFTER_SEARCH_PER_ACTION * inst.n_actions
+                       + (plot_seconds(inst.n_actions) if plot else 0.0))
 
 
 def _best_valid(known: dict[str, Schedule]) -> Schedule | None:
@@ -175,12 +195,12 @@ def solve(
     inst = load(instance, sets, options)
     out = out_dir(out)
     try:
-        known = _known_schedules(inst, started + time_limit / 3)
+        known, slowdown = _known_schedules(inst, started + time_limit / 3)
     except KeyboardInterrupt:
         say("interrupted before the search; nothing written")
         raise typer.Exit(130) from None
     plot = not no_plot and plot_skipped(inst.n_actions, time_limit / 2) is None
-    reserve = _reserve(inst, plot)
+    reserve = _reserve(inst, plot, slowdown)
     res = _search(inst, known, out, started, time_limit=max(0.01, time_limit - reserve),
                   workers=workers, seed=seed, params=params, quiet=quiet, method=method)
     best = res.schedule

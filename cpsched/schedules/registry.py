@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from cpsched.instance import Instance
 from cpsched.model import DeviceOrders, Schedule
 from cpsched.simulate import OrderError, simulate
-from cpsched.validate import validate
+from cpsched.validate import exceeds_memory_limit, validate
 
 
 class NotApplicable(ValueError):
@@ -151,8 +151,10 @@ def run_all(instance: Instance, deadline: float | None = None,
 
 
 def _valid_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
-    """Whether one of ``schedules`` is valid (fits the memory limit, among the rest)."""
-    return any(not validated(s, instance) for s in schedules.values())
+    """Whether one of ``schedules`` is valid (fits the memory limit, among the rest); those
+    over the limit are passed over without a full validation."""
+    return any(not exceeds_memory_limit(s, instance) and not validated(s, instance)
+               for s in schedules.values())
 
 
 def _optimal_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
@@ -164,8 +166,8 @@ def _optimal_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
 
     bound = (overlap_lower_bound(instance) if instance.overlap_forward_backward is not None
              else lower_bound(instance).value)
-    return any(instance.ticks(s.makespan) <= bound and not validated(s, instance)
-               for s in schedules.values())
+    return any(instance.ticks(s.makespan) <= bound and not exceeds_memory_limit(s, instance)
+               and not validated(s, instance) for s in schedules.values())
 
 
 # ------------------------------------------------------------- validation, once per schedule

@@ -196,6 +196,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     check_method(method)
     t0 = time.perf_counter() if started is None else started
     workers = default_workers(inst) if workers is None else workers
+    _parameters(None, workers, seed, parameters)  # rejects a bad one even if no model runs
     deadline = None if time_limit is None else t0 + float(time_limit)
     if candidates is None:
         candidates = _known(inst, deadline, t0)
@@ -207,7 +208,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     start_horizon = horizon
     hint, horizon, windows = window_search(inst, g, hint, horizon, lb, deadline, seed,
                                            parameters, cb, stop, workers, method)
-    skip = _skip_model(inst, deadline, windows, stop.requested, method)
+    skip = _skip_model(inst, deadline, windows, stop.requested, method, done=lb >= horizon)
     if skip is not None:
         return _without_model(inst, g, hint, lb, horizon, t0, warm, start_horizon, windows,
                               pre, skip)
@@ -247,27 +248,35 @@ MODEL_SECONDS_PER_ACTION = 1e-4
 MODEL_SECONDS_PER_ACTION_PAIRS = 4e-4
 NO_TIME_MESSAGE = ("too little time left to build the full model after the window search: "
                    "its schedule, with the combinatorial bound")
+NO_TIME_WARM_MESSAGE = ("too little time left for the window search or the full model: the "
+                        "warm start, with the combinatorial bound")
 SEARCH_MESSAGE = "method search: the window search's schedule, with the combinatorial bound"
 SEARCH_DONE_MESSAGE = "method search: the warm start meets the bound, nothing to search"
 
 
 def _skip_model(inst: Instance, deadline: float | None, windows: lns.LnsStats | None,
-                stopped: bool, method: str) -> str | None:
-    """Why the full model is not built — the message of the result (empty after Ctrl-C) —
-    or None to build it: method ``search``, or after the window search a Ctrl-C or too little
-    time left (:func:`_no_time_for_model`)."""
+                stopped: bool, method: str, done: bool = False) -> str | None:
+    """Why the full model is not built — the message of the result (empty after Ctrl-C or
+    when ``done``, the schedule at hand meeting the bound) — or None to build it: method
+    ``search``, a Ctrl-C after the window search, or too little time left
+    (:func:`_no_time_for_model`; then the window search did not run either when it had no
+    time, :func:`cpsched.solver.prelude.window_search`)."""
     if stopped and (windows is not None or method == "search"):
         return ""
     if method == "search":
-        return SEARCH_MESSAGE if windows is not None else SEARCH_DONE_MESSAGE
-    if windows is not None and _no_time_for_model(inst, deadline):
-        return NO_TIME_MESSAGE
+        if windows is not None:
+            return SEARCH_MESSAGE
+        return SEARCH_DONE_MESSAGE if done else NO_TIME_WARM_MESSAGE
+    if done:  # the warm start meets the bound: a model could only prove it again
+        return ""
+    if _no_time_for_model(inst, deadline):
+        return NO_TIME_MESSAGE if windows is not None else NO_TIME_WARM_MESSAGE
     return None
 
 
 def _no_time_for_model(inst: Instance, deadline: float | None) -> bool:
-    """Whether building the model would run past ``deadline`` (the time limit): then, after
-    the window search, the model is not built (nor after Ctrl-C in it)."""
+    """Whether building the model would run past ``deadline`` (the time limit): then the
+    model is not built, and the best schedule so far is the result."""
     per_action = (MODEL_SECONDS_PER_ACTION if inst.overlap_forward_backward is None
                   else max(MODEL_SECONDS_PER_ACTION, MODEL_SECONDS_PER_ACTION_PAIRS))
     return deadline is not None and (

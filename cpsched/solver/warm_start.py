@@ -24,7 +24,8 @@ def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = 
     Without ``overlap_forward_backward`` the model has no pairs, and a candidate's pairs
     (each lasting ``F + B``) run back to back instead
     (:func:`~cpsched.schedules.transforms.serialise_overlaps`: same makespan, never more
-    memory).  Ties go to the candidate with less peak memory.  A candidate whose peak memory
+    memory; worked out only for the candidates of the shortest makespans, in turn).  Ties go
+    to the candidate with less peak memory.  A candidate whose peak memory
     is over the limit is passed over without a full validation: the validator's memory rule
     (the same :func:`cpsched.metrics.memory_events`) rejects it — at 24 576 actions each such
     validation costs 0.2–0.7 s.
@@ -42,21 +43,24 @@ def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = 
         candidates = run_all(inst)
     pool = dict(candidates)
     pool.setdefault("sequential", sequential_schedule(inst))
-    ranked = []
-    for k, (name, sch) in enumerate(pool.items()):
-        if inst.overlap_forward_backward is None:
-            sch = serialise_overlaps(sch) or sch  # no pair variables: run pairs back to back
-        # ties: less memory, then the earlier candidate
-        ranked.append(((inst.ticks(sch.makespan), max(sch.peak_memory), k), name, sch))
-    best: tuple[str, list[TimedAction], int] | None = None
     over = None if inst.memory_limit is None else inst.memory_limit + TOLERANCE + 1e-9
-    for key, name, sch in sorted(ranked, key=lambda r: r[0]):
-        if over is not None and key[1] > over:
-            continue  # the validator would report the memory limit
-        # validate in rank order: the first valid one wins (run_all's checks are reused)
-        if not validated(sch, inst):
-            best = (name, fifo_relabel(inst, split_fused(sch)), key[0])
-            break
-    if best is None:  # pragma: no cover - sequential is valid under any accepted limit
-        raise RuntimeError("no valid warm start, not even the sequential schedule")
-    return best
+    # by makespan (running pairs back to back keeps it), then within the shortest makespan
+    # not yet ruled out by memory and the earlier candidate: peak memory and running pairs
+    # back to back are worked out only for the candidates that get that far
+    by_makespan: dict[int, list[tuple[int, str, Schedule]]] = {}
+    for k, (name, sch) in enumerate(pool.items()):
+        by_makespan.setdefault(inst.ticks(sch.makespan), []).append((k, name, sch))
+    for makespan in sorted(by_makespan):
+        ranked = []
+        for k, name, sch in by_makespan[makespan]:
+            if inst.overlap_forward_backward is None:
+                sch = serialise_overlaps(sch) or sch  # no pair variables: pairs back to back
+            ranked.append(((inst.ticks(sch.makespan), max(sch.peak_memory), k), name, sch))
+        for key, name, sch in sorted(ranked, key=lambda r: r[0]):
+            if over is not None and key[1] > over:
+                continue  # the validator would report the memory limit
+            # validate in rank order: the first valid one wins (run_all's checks are reused)
+            if not validated(sch, inst):
+                return name, fifo_relabel(inst, split_fused(sch)), key[0]
+    # sequential is valid under any accepted limit
+    raise RuntimeError("no valid warm start, not even the sequential schedule")  # pragma: no cover
