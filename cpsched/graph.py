@@ -12,6 +12,7 @@ All times here are integer ticks (see :meth:`Instance.ticks`).
 from __future__ import annotations
 
 import math
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,28 @@ def build_task_graph(instance: Instance, actions: Iterable[Action] | None = None
         action order.
     """
     return _graph(instance, actions, "device", instance=instance)
+
+
+#: the last :func:`task_graph`: (the instance, the graph)
+_LAST_GRAPH: list[tuple[Instance, nx.DiGraph]] = []
+_LAST_GRAPH_LOCK = threading.Lock()
+
+
+def task_graph(instance: Instance) -> nx.DiGraph:
+    """:func:`build_task_graph` of the default actions, kept for the last instance asked for:
+    ``solve`` needs it for the plain lower bound while the known schedules run
+    (:mod:`cpsched.schedules.registry`) and again for its bounds, and at 24 576-32 768 actions
+    building it takes 0.5-1 s.  It is reused only for the same instance object (instances
+    are frozen); one graph is kept (it refers to its instance), until another instance asks.
+    Callers must not change the graph (none does: the graph is read only once built).
+    """
+    with _LAST_GRAPH_LOCK:
+        if _LAST_GRAPH and _LAST_GRAPH[0][0] is instance:
+            return _LAST_GRAPH[0][1]
+    g = build_task_graph(instance)
+    with _LAST_GRAPH_LOCK:
+        _LAST_GRAPH[:] = [(instance, g)]
+    return g
 
 
 def _graph(inst: Instance, actions: Iterable[Action] | None, device_attr: str,
@@ -115,7 +138,7 @@ def lower_bound(instance: Instance, g: nx.DiGraph | None = None, *,
                 ht: HeadsTails | None = None) -> LowerBound:
     """Lower bound on the optimal makespan in ticks (see :class:`LowerBound`).  ``ht``: the
     graph's :func:`heads_and_tails` when the caller already has them (computed otherwise)."""
-    g = build_task_graph(instance) if g is None else g
+    g = task_graph(instance) if g is None else g
     head, tail = heads_and_tails(g) if ht is None else ht
     dur = nx.get_node_attributes(g, "duration")
     cp = max((head[a] + dur[a] + tail[a] for a in g), default=0)
@@ -188,7 +211,7 @@ def overlap_lower_bound(instance: Instance, g: nx.DiGraph | None = None, *,
     Equals :func:`lower_bound` when no overlap cost is given.  ``relaxed``: the graph's
     :func:`overlap_heads_tails` when the caller has them.
     """
-    g = build_task_graph(instance) if g is None else g
+    g = task_graph(instance) if g is None else g
     if instance.overlap_forward_backward is None:
         return lower_bound(instance, g).value
     rel, (head, tail) = overlap_heads_tails(instance, g) if relaxed is None else relaxed

@@ -58,3 +58,22 @@ def test_overlap_bound_not_above_plain() -> None:
     ov = make(4, 1, 8, F=2, I=1, W=1, placement="bidirectional", overlap=3)
     assert overlap_lower_bound(plain) == lower_bound(plain).value
     assert overlap_lower_bound(ov) < lower_bound(ov).value
+
+
+def test_task_graph_is_kept_for_the_last_instance_only() -> None:
+    import cpsched.graph as graph_module
+
+    inst = make(4, 2, 8)
+    g = graph_module.task_graph(inst)
+    assert graph_module.task_graph(inst) is g  # kept
+    assert sorted(g.nodes) == sorted(build_task_graph(inst).nodes)
+    assert sorted(g.edges) == sorted(build_task_graph(inst).edges)
+    assert graph_module.lower_bound(inst).value == graph_module.lower_bound(
+        inst, build_task_graph(inst)).value
+    nine = inst.replace(**{"pipeline.microbatches": 9})  # another instance: its own graph
+    g9 = graph_module.task_graph(nine)
+    assert g9 is not g and len(g9) == len(build_task_graph(nine)) > len(g)
+    assert graph_module.task_graph(inst) is not g  # only the last one is kept
+    other = make(4, 2, 8)  # equal to inst, yet another object: its own graph
+    assert graph_module.task_graph(other) is not graph_module.task_graph(inst)
+    assert len(graph_module._LAST_GRAPH) == 1

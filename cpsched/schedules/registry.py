@@ -160,20 +160,21 @@ def _valid_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
 def _optimal_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
     """Whether a valid schedule among ``schedules`` already meets the plain lower bound (then
     no search can do better, and expensive generators are skipped)."""
-    if not schedules:
+    fitting = [s for s in schedules.values() if not exceeds_memory_limit(s, instance)]
+    if not fitting:  # no bound needed (building the task graph for it takes 0.5-1 s at 32k)
         return False
     from cpsched.graph import lower_bound, overlap_lower_bound
 
     bound = (overlap_lower_bound(instance) if instance.overlap_forward_backward is not None
              else lower_bound(instance).value)
-    return any(instance.ticks(s.makespan) <= bound and not exceeds_memory_limit(s, instance)
-               and not validated(s, instance) for s in schedules.values())
+    return any(instance.ticks(s.makespan) <= bound and not validated(s, instance)
+               for s in fitting)
 
 
 # ------------------------------------------------------------- validation, once per schedule
 #: id(schedule) -> (weak reference, instance, the actions validated, the violations)
 _VALIDATED: dict[int, tuple[weakref.ref[Schedule], Instance, list, list[str]]] = {}
-_VALIDATED_LOCK = threading.Lock()
+_VALIDATED_LOCK = threading.RLock()  # re-entrant: the collector may call _forget
 
 
 def validated(schedule: Schedule, instance: Instance | None = None) -> list[str]:
