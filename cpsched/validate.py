@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cpsched.instance import Instance
@@ -210,25 +210,33 @@ def validate(schedule: Schedule, instance: Instance | None = None,
                 s1, e1, n1 = s2, e2, n2
 
     # memory limit
-    limit = inst.memory_limit
-    if limit is not None:
-        for d, ev in enumerate(memory_events(inst, schedule.actions)):
-            held = 0.0
-            for t, delta in ev:
-                held += delta
-                if held > limit + eps:
-                    if bad(f"device {d} holds {held:g} > memory limit {limit:g} at time {t:g}"):
-                        return out
-                    break
+    for d, held, t in _over_memory_limit(inst, schedule.actions):
+        if bad(f"device {d} holds {held:g} > memory limit {inst.memory_limit:g} at time {t:g}"):
+            return out
     return out
+
+
+def _over_memory_limit(inst: Instance, actions: Iterable[TimedAction]
+                       ) -> Iterator[tuple[int, float, float]]:
+    """The memory rule: per device over the limit, in device order, ``(device, held, time)``
+    at the first instant it holds more than ``limit + TOLERANCE`` (none without a limit)."""
+    limit = inst.memory_limit
+    if limit is None:
+        return
+    for d, ev in enumerate(memory_events(inst, actions)):
+        held = 0.0
+        for t, delta in ev:
+            held += delta
+            if held > limit + TOLERANCE:
+                yield d, held, t
+                break
 
 
 def exceeds_memory_limit(schedule: Schedule, instance: Instance | None = None) -> bool:
     """Whether some device of ``schedule`` holds more than the memory limit at some instant:
-    then :func:`validate` reports it (its memory rule, the same
-    :func:`cpsched.metrics.memory_events` and tolerance).  It runs that rule alone, so a
-    schedule that cannot be valid is passed over without the other checks (a full
-    validation costs 0.1-0.5 s at 32 768 actions, this 0.03 s).  False for a malformed
+    then :func:`validate` reports it (both run :func:`_over_memory_limit`).  It runs that
+    rule alone, so a schedule that cannot be valid is passed over without the other checks
+    (a full validation costs 0.1-0.5 s at 32 768 actions, this 0.03 s).  False for a malformed
     schedule or actions outside the instance (:func:`validate` says why) and without a
     limit.
 
@@ -236,18 +244,11 @@ def exceeds_memory_limit(schedule: Schedule, instance: Instance | None = None) -
         instance: check against this instance instead of the schedule's own.
     """
     inst = instance or schedule.instance
-    limit = inst.memory_limit
-    if limit is None or _malformed(schedule) or not all(
+    if inst.memory_limit is None or _malformed(schedule) or not all(
             0 <= a.device < inst.p and 0 <= a.stage < inst.num_stages
             for a in schedule.actions):
         return False
-    for ev in memory_events(inst, schedule.actions):
-        held = 0.0
-        for _t, delta in ev:
-            held += delta
-            if held > limit + TOLERANCE:
-                return True
-    return False
+    return next(_over_memory_limit(inst, schedule.actions), None) is not None
 
 
 def _close(x: float, y: float, tol: float = TOLERANCE) -> bool:
