@@ -187,3 +187,35 @@ def test_warm_start_passes_over_limit_candidates_without_validating(monkeypatch)
     valid = [s for s in known.values() if not validate(s)]
     assert horizon == min(inst.ticks(s.makespan) for s in valid)
     assert name not in over
+
+
+def test_search_resumes_only_with_a_deadline_an_open_gap_and_time_left() -> None:
+    import time
+
+    from cpsched.solver.facade import RESUME_MIN_SECONDS, _time_to_resume
+
+    inst = make(4, 1, 8)
+    now = time.perf_counter()
+    assert not _time_to_resume(inst, None, True)  # no deadline: reproducible, one search
+    assert not _time_to_resume(inst, now + 60, False)  # the gap is closed
+    assert not _time_to_resume(inst, now + RESUME_MIN_SECONDS / 2, True)
+    assert _time_to_resume(inst, now + 60, True)
+
+
+def test_time_the_relaxation_leaves_goes_back_to_the_search(monkeypatch) -> None:
+    # p=4 m=32 fused, profiled costs, limit 2 (half of 1F1B's): the gap stays open for
+    # minutes (200.666 against 192.8 after 60 s). When the one-device relaxation returns at
+    # once, the time kept for it goes to a second search hinted with the best schedule; the
+    # result is still valid, never worse than the warm start, its bound never above its
+    # makespan.
+    import cpsched.solver.facade as facade
+
+    inst = make(4, 1, 32, F=[1, 1, 1, 1.4], B=[1.65, 1.65, 1.65, 2.105], limit=2,
+                latency=0.016)
+    monkeypatch.setattr(facade, "relaxation_bound", lambda inst, g, ht, lb, up, **kw: (lb, []))
+    res = solve(inst, time_limit=12, workers=2)
+    assert res.stats["resumed"] is True
+    assert validate(res.schedule, inst) == []
+    assert res.lower_bound <= res.makespan
+    known = [s.makespan for s in run_all(inst).values() if not validate(s, inst)]
+    assert res.makespan <= min(known)

@@ -224,15 +224,26 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     cb.report()
     out = isolated.Outcome() if stop.requested else _run_search(
         model.model, params, search_deadline, cb, stop.give)
-    schedule, makespan, bound = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
+    schedule, makespan, bound, best = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
     bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,  # §21
                               params.max_deterministic_time, stop)
+    resumed = _time_to_resume(inst, deadline, bound < makespan and not stop.requested)
+    if resumed:
+        # the relaxation ended before its share of the time: the search goes on with it
+        model.model.clear_hints()
+        model.add_hint(best)
+        params = _parameters(deadline - _finish_seconds(inst), workers, seed, parameters)
+        out = _run_search(model.model, params, deadline - _finish_seconds(inst), cb,
+                          stop.give)
+        schedule, makespan, bound, best = _outcome(model, out, best, makespan, bound,
+                                                   cb.bound, trust)
     message = _restricted_message(model)
     _certify(schedule, min(bound, makespan), t0, warm, start_horizon, message)
     return Result(
         schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
         solver_status=out.status_name, message=message, stats=dict(out.stats) | {
             "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
+            "resumed": resumed,
             "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
                                 for r in relaxed],
             "window_search": window_stats(inst, windows)} | pre | _model_stats(model))
@@ -314,9 +325,9 @@ def _model_stats(model: PipelineModel) -> dict[str, Any]:
 
 
 def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: int, lb: int,
-             progress_bound: int, trust: bool) -> tuple[Schedule, int, int]:
+             progress_bound: int, trust: bool) -> tuple[Schedule, int, int, Any]:
     """The better of hint and CP-SAT's solution, its makespan and the bound proven so far
-    (ticks).
+    (ticks), and that solution (the model's terms, a hint for a further search).
 
     Raises:
         RuntimeError: CP-SAT reported the hinted model infeasible (a model bug).
@@ -324,15 +335,31 @@ def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: in
     if out.code == cp_model.INFEASIBLE:
         # the hint is feasible by construction, so this means the model rejected it
         raise RuntimeError("CP-SAT reported INFEASIBLE with a valid hint: model bug")
-    schedule, makespan = model.to_schedule(hint, "cpsat"), horizon
+    best, makespan = hint, horizon
     if out.solution is not None and out.objective is not None and (
             round(out.objective) <= makespan):
-        schedule, makespan = model.to_schedule(model.read(out), "cpsat"), round(out.objective)
+        best, makespan = model.read(out), round(out.objective)
     bound = lb
     if trust and out.bound is not None:
         # CP-SAT's proven bound; its OPTIMAL status alone is no proof (gap limits stop early)
         bound = max(bound, progress_bound, int(math.ceil(out.bound - 1e-9)))
-    return schedule, makespan, bound
+    return model.to_schedule(best, "cpsat"), makespan, bound, best
+
+
+#: the search resumes after the relaxation when at least this many seconds are left (the
+#: relaxation ended before its share of the time)
+RESUME_MIN_SECONDS = 2.0
+
+
+def _time_to_resume(inst: Instance, deadline: float | None, open_gap: bool) -> bool:
+    """Whether the search runs again after the relaxation (§21): only with a deadline (a
+    run without one stays reproducible), a gap still open and at least
+    :data:`RESUME_MIN_SECONDS` left.  The same model runs again with the best solution as
+    its complete hint; nothing is rebuilt."""
+    if deadline is None or not open_gap:
+        return False
+    left = deadline - time.perf_counter() - _RESERVE - _finish_seconds(inst)
+    return left >= RESUME_MIN_SECONDS
 
 
 class _TrackedStop:
