@@ -5,6 +5,12 @@ the six instances *not shipped* that session 12 measured (README, "At production
     python benchmarks/make_scale_instances.py --unseen /tmp/unseen
     python benchmarks/scale.py --dir /tmp/unseen --no-simulator
 
+With ``--random SEED N DIR`` it writes N random instances of the same families (p 8-32, loop
+with v 1-4, V, bidirectional; fused or split backward; uniform, profiled or random uneven
+costs with latency; no limit or a limit at V-Min, V-Half, half of 1F1B's or 1F1B's level;
+F&B overlap on some bidirectional ones): instances nobody tuned for, to check that ``solve``
+stays valid, within its time limit and reports honest gaps (session 20's sweep, README).
+
 Profiled costs follow what large-model runs measure: middle stages F:B:W = 1 : 1 : 0.65, the
 last stage carries the vocabulary (~1.4x F, ~1.7x W), p2p about 1.6 % of F.  Memory limits
 are given in microbatches' worth of a device's activation: V-Min (p+4)/3, V-Half (p+2)/2,
@@ -14,6 +20,7 @@ are given in microbatches' worth of a device's activation: V-Min (p+4)/3, V-Half
 from __future__ import annotations
 
 import argparse
+import random
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +78,87 @@ def unseen(out: Path) -> None:
           {"forward": 1, "backward": 2}, {"activation": 0.5, "limit": 12}, out)
 
 
+def _random_costs(rng: random.Random, S: int, split: bool, kind: str) -> dict[str, Any]:
+    """Costs of one random instance: ``uniform`` (F = I = 1, W 0.5 or 1, or B = 2; latency 0
+    or 0.1), ``profiled`` (:func:`profiled`) or ``random`` (F in [0.5, 2] per stage, I within
+    20 % of F, W 0.4-1 F, B = 2 F; latency up to 0.3)."""
+    if kind == "profiled":
+        return profiled(S, split)
+    if kind == "uniform":
+        costs: dict[str, Any] = {"forward": 1, "p2p_latency": rng.choice([0, 0.1])}
+        if split:
+            return costs | {"backward_input": 1, "backward_weight": rng.choice([0.5, 1])}
+        return costs | {"backward": 2}
+    f = [round(rng.uniform(0.5, 2), 2) for _ in range(S)]
+    costs = {"forward": f, "p2p_latency": round(rng.uniform(0, 0.3), 2)}
+    if split:
+        return costs | {"backward_input": [round(x * rng.uniform(0.8, 1.2), 2) for x in f],
+                        "backward_weight": [round(x * rng.uniform(0.4, 1), 2) for x in f]}
+    return costs | {"backward": [round(2 * x, 2) for x in f]}
+
+
+def _overlap(rng: random.Random, p: int, costs: dict[str, Any]) -> list[float]:
+    """Per-stage F&B pair durations for bidirectional placement (device d holds stages d and
+    p-1-d): a random point, the same fraction for every stage, between the longer half and
+    the two back to back (docs/spec.md §2.2), with B the device's longest backward."""
+    def per_stage(key: str) -> list[float]:
+        x = costs[key]
+        return list(x) if isinstance(x, list) else [float(x)] * p
+    f, i, w = per_stage("forward"), per_stage("backward_input"), per_stage("backward_weight")
+    back = [a + b for a, b in zip(i, w, strict=True)]
+    frac = rng.uniform(0.3, 0.8)
+    out = []
+    for s in range(p):
+        b = max(back[s], back[p - 1 - s])
+        lo, hi = max(f[s], b), f[s] + b
+        out.append(round(lo + frac * (hi - lo), 2))
+    return out
+
+
+def random_instances(seed: int, n: int, out: Path) -> list[str]:
+    """Write ``n`` random instances (module docstring) drawn with ``seed`` to ``out``;
+    returns their names.  The same seed gives the same files."""
+    rng = random.Random(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    names = []
+    for k in range(n):
+        p = rng.choice([8, 12, 16, 24, 32])
+        placement = rng.choice(["loop", "loop", "v", "bidirectional"])
+        v = {"v": 2, "bidirectional": 1}.get(placement) or rng.choice([1, 2, 3, 4])
+        m = rng.choice([p, 2 * p, 4 * p, 8 * p] if p <= 16 else [2 * p, 4 * p])
+        split = rng.random() < 0.6
+        kind = rng.choice(["uniform", "profiled", "random"])
+        costs = _random_costs(rng, p * v, split, kind)
+        if placement == "bidirectional" and split and rng.random() < 0.7:
+            costs["overlap_forward_backward"] = _overlap(rng, p, costs)
+        act = rng.choice([1.0, 0.5])
+        memory: dict[str, Any] = {"activation": act}
+        if split and rng.random() < 0.3:
+            memory["released_by_input"] = 0.5
+        level = rng.choice(["none", "vmin", "vhalf", "1f1b", "half1f1b"])
+        if level != "none":  # in microbatches' worth of a device's activation (act * v)
+            per_mb = {"vmin": (p + 4) / 3, "vhalf": (p + 2) / 2, "1f1b": p, "half1f1b": p / 2}
+            memory["limit"] = round(act * v * per_mb[level], 2)
+        name = (f"r{seed}-{k}-p{p}-{placement}-v{v}-m{m}-{'split' if split else 'fused'}-"
+                f"{kind}-{level}")
+        write(name, f"random instance {k} of seed {seed}",
+              {"devices": p, "stages_per_device": v, "microbatches": m,
+               "placement": placement, "split_backward": split}, costs, memory, out)
+        names.append(name)
+    return names
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--unseen", type=Path, metavar="DIR",
                     help="write session 12's unseen instances to DIR instead")
+    ap.add_argument("--random", nargs=3, metavar=("SEED", "N", "DIR"),
+                    help="write N random instances drawn with SEED to DIR instead")
     args = ap.parse_args()
+    if args.random is not None:
+        seed, n, out = args.random
+        print("\n".join(random_instances(int(seed), int(n), Path(out))))
+        return
     if args.unseen is not None:
         unseen(args.unseen)
         return

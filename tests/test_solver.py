@@ -200,6 +200,10 @@ def test_search_resumes_only_with_a_deadline_an_open_gap_and_time_left() -> None
     assert not _time_to_resume(inst, now + 60, False)  # the gap is closed
     assert not _time_to_resume(inst, now + RESUME_MIN_SECONDS / 2, True)
     assert _time_to_resume(inst, now + 60, True)
+    assert _time_to_resume(inst, now + 60, True, {"log_search_progress": False})
+    for user_stop in ({"max_deterministic_time": 5.0}, {"relative_gap_limit": 0.01},
+                      {"max_number_of_conflicts": 10}, {"stop_after_first_solution": True}):
+        assert not _time_to_resume(inst, now + 60, True, user_stop)  # the user's limit holds
 
 
 def test_time_the_relaxation_leaves_goes_back_to_the_search(monkeypatch) -> None:

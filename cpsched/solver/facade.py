@@ -227,7 +227,8 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     schedule, makespan, bound, best = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
     bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,  # §21
                               params.max_deterministic_time, stop)
-    resumed = _time_to_resume(inst, deadline, bound < makespan and not stop.requested)
+    resumed = _time_to_resume(inst, deadline, bound < makespan and not stop.requested,
+                              parameters)
     if resumed:
         # the relaxation ended before its share of the time: the search goes on with it
         model.model.clear_hints()
@@ -351,12 +352,21 @@ def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: in
 RESUME_MIN_SECONDS = 2.0
 
 
-def _time_to_resume(inst: Instance, deadline: float | None, open_gap: bool) -> bool:
+#: CP-SAT parameters that end a search early on purpose: a user who sets one gets one search
+_USER_STOPS = ("max_", "stop_after", "relative_gap_limit", "absolute_gap_limit")
+
+
+def _time_to_resume(inst: Instance, deadline: float | None, open_gap: bool,
+                    parameters: Mapping[str, Any] | None = None) -> bool:
     """Whether the search runs again after the relaxation (§21): only with a deadline (a
-    run without one stays reproducible), a gap still open and at least
-    :data:`RESUME_MIN_SECONDS` left.  The same model runs again with the best solution as
-    its complete hint; nothing is rebuilt."""
+    run without one stays reproducible), a gap still open, at least
+    :data:`RESUME_MIN_SECONDS` left and no parameter of the user's that ends the search
+    early (``max_deterministic_time``, a gap limit, ...: a second search would double it).
+    The same model runs again with the best solution as its complete hint; nothing is
+    rebuilt."""
     if deadline is None or not open_gap:
+        return False
+    if any(key.startswith(_USER_STOPS) for key in parameters or {}):
         return False
     left = deadline - time.perf_counter() - _RESERVE - _finish_seconds(inst)
     return left >= RESUME_MIN_SECONDS
