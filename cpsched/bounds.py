@@ -380,8 +380,9 @@ def pair_fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None, *,
     (``max`` of the two idles when ``L = K`` and every forward fits in the limit: the windows
     may then meet).  Under a memory limit each idle is at least the window's memory idle of
     :func:`fill_drain_bound` (:func:`window_idle`, only solo actions run there).  ``savings`` is
-    the per-pair ``F + B - P`` of §4.3 (:func:`cpsched.graph.pair_savings`).  ``relaxed``:
-    the graph's :func:`cpsched.graph.overlap_heads_tails` when the caller has them.
+    the per-pair ``F(s) + B - overlap[s]`` of §4.3 (:func:`cpsched.graph.pair_savings`).
+    ``relaxed``: the graph's :func:`cpsched.graph.overlap_heads_tails` when the caller has
+    them.
     """
     if inst.overlap_forward_backward is None:
         return 0

@@ -179,25 +179,40 @@ def overlap_relaxed_durations(instance: Instance, g: nx.DiGraph) -> dict[Action,
     """Per action of ``g``, a duration (ticks) that no schedule with overlapped F&B pairs can
     beat along any chain of the task graph.
 
-    In a pair each member spans a pair duration (at least the shortest
-    ``overlap_forward_backward``, ``P``) instead of its own, so ``F``, ``B`` and ``I`` count
-    ``min(duration, P)``.  With split backward a pair may run a fused ``B`` (``I`` and ``W``
-    together, both ending with the pair), so the ``I -> W`` chain only guarantees
-    ``min(I + W, P)``: ``W`` counts ``max(0, min(I + W, P) - min(I, P))``.  Without an overlap
-    cost: the durations themselves.
+    In a pair each member spans the pair's duration ``overlap_forward_backward[s_F]`` (the
+    ``F``'s stage) instead of its own.  So an ``F`` counts ``min(duration, its own stage's
+    pair)``, and a backward (``B`` or ``I``) ``min(duration, P_d)`` with ``P_d`` the shortest
+    pair of its device ``d`` (the pairs its device's forwards can form).  With split
+    backward a pair may run a fused ``B`` (``I`` and ``W`` together, both ending with the
+    pair), so the ``I -> W`` chain only guarantees ``min(I + W, P_d)``: ``W`` counts
+    ``max(0, min(I + W, P_d) - min(I, P_d))``.  Within docs/spec.md §2.2's range (a pair at
+    least as long as its device's longest forward and backward) these are the durations
+    themselves.  Without an overlap cost: the durations themselves.
     """
     dur = nx.get_node_attributes(g, "duration")
     ov = instance.overlap_forward_backward
     if ov is None:
         return dict(dur)
-    shortest = min(instance.ticks(x) for x in ov)
+    pair = [instance.ticks(x) for x in ov]
+    device = {a: instance.device_of(a.stage, a.microbatch) for a in dur}
+    shortest: dict[int, int] = {}
+    for a in dur:
+        if a.kind == Kind.F:
+            d = device[a]
+            shortest[d] = min(shortest.get(d, pair[a.stage]), pair[a.stage])
     out: dict[Action, int] = {}
     for a, d in dur.items():
-        if a.kind == Kind.W and instance.split_backward:
+        if a.kind == Kind.F:
+            out[a] = min(d, pair[a.stage])
+            continue
+        cap = shortest.get(device[a])
+        if cap is None:  # no forward on the device: no pair can hold this action
+            out[a] = d
+        elif a.kind == Kind.W and instance.split_backward:
             i = duration(instance, Action(Kind.I, a.stage, a.microbatch))
-            out[a] = max(0, min(i + d, shortest) - min(i, shortest))
+            out[a] = max(0, min(i + d, cap) - min(i, cap))
         else:
-            out[a] = min(d, shortest)
+            out[a] = min(d, cap)
     return out
 
 
@@ -237,16 +252,20 @@ def overlap_heads_tails(instance: Instance, g: nx.DiGraph
 def pair_savings(instance: Instance, nodes: Iterable[Action], dur: Mapping[Action, int]
                  ) -> list[int]:
     """The most device time the pairs among one device's actions ``nodes`` can save (ticks),
-    largest first: the ``k = min(#F, #B/I)`` pairs of the sorted forwards and full backwards
-    (a pair may run a fused ``B`` = ``I + W``), each ``F + B - P`` with ``P`` the shortest
-    ``overlap_forward_backward`` (docs/modelling.md §4.3)."""
-    shortest = min(instance.ticks(x) for x in instance.overlap_forward_backward or ())
+    largest first (docs/modelling.md §4.3).
+
+    A pair of ``F(s)`` with a backward of full duration ``b`` (``B``, or ``I + W``: a pair may
+    run it fused) saves at most ``F(s) + b - overlap_forward_backward[s]``.  That is
+    ``c + b`` with ``c = F(s) - overlap[s]`` depending on the forward alone, so the best ``j``
+    pairs match the ``j`` largest ``c`` with the ``j`` largest ``b`` in order (the saving
+    ``max(0, c + b)`` is convex in ``c + b``); at most ``k = min(#F, #B/I)`` pairs."""
+    pair = [instance.ticks(x) for x in instance.overlap_forward_backward or ()]
     nodes = list(nodes)
-    fs = sorted((dur[a] for a in nodes if a.kind == Kind.F), reverse=True)
+    cs = sorted((dur[a] - pair[a.stage] for a in nodes if a.kind == Kind.F), reverse=True)
     bs = sorted((instance.ticks(instance.backward[a.stage]) for a in nodes
                  if a.kind in (Kind.B, Kind.I)), reverse=True)
-    k = min(len(fs), len(bs))
-    return sorted((max(0, f + b - shortest) for f, b in zip(fs[:k], bs[:k], strict=True)),
+    k = min(len(cs), len(bs))
+    return sorted((max(0, c + b) for c, b in zip(cs[:k], bs[:k], strict=True)),
                   reverse=True)
 
 

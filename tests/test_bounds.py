@@ -6,6 +6,7 @@ path, head + work + tail), so a wrong memory bound cannot have helped prove it.
 
 from __future__ import annotations
 
+import networkx as nx
 import pytest
 from conftest import INSTANCES, make
 from hypothesis import HealthCheck, assume, given, settings
@@ -22,7 +23,7 @@ from cpsched.bounds import (
     pair_fill_drain_bound,
     window_idle,
 )
-from cpsched.graph import lower_bound, overlap_lower_bound
+from cpsched.graph import build_task_graph, lower_bound, overlap_lower_bound, pair_savings
 from cpsched.instance import Instance, load_instance
 from cpsched.schedules import run_all
 from cpsched.schedules.registry import run_schedule
@@ -226,6 +227,22 @@ def test_pair_bound_by_hand_and_brute_force() -> None:
     inst = make(2, 1, 4, F=1, B=2, overlap=2)
     assert overlap_lower_bound(inst) == 11
     assert pair_fill_drain_bound(inst) == 12 == brute_force(inst, 15)
+
+
+def test_pair_savings_use_each_forwards_own_pair() -> None:
+    # p=2 m=4, F = (1, 3), B = (2, 4), pairs 2 and 6 (per stage, indexed by the F's stage).
+    # Device 1 (stage 1): 4 F of 3 and 4 B of 4, solo work 28; a pair of F(1) and B(1) lasts
+    # 6 and saves 1, so the pairs save at most 4 and the device needs head 1 + 24 + tail 2
+    # = 27.  With the shortest pair of the whole instance (2, stage 0's) each pair would
+    # "save" 5 and the bound would be the critical path; the optimum is 28 (brute force)
+
+    inst = make(2, 1, 4, F=[1, 3], B=[2, 4], overlap=[2, 6])
+    assert sorted(pair_savings(inst, [a for a in build_task_graph(inst)
+                                      if inst.device_of(a.stage) == 1],
+                               nx.get_node_attributes(build_task_graph(inst), "duration"))
+                  ) == [1, 1, 1, 1]
+    assert overlap_lower_bound(inst) == 27 == pair_fill_drain_bound(inst)
+    assert brute_force(inst, 60) == 28
 
 
 def test_pair_bound_on_dualpipe_scale_instance() -> None:
