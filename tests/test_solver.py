@@ -192,18 +192,18 @@ def test_warm_start_passes_over_limit_candidates_without_validating(monkeypatch)
 def test_search_resumes_only_with_a_deadline_an_open_gap_and_time_left() -> None:
     import time
 
-    from cpsched.solver.facade import RESUME_MIN_SECONDS, _time_to_resume
+    from cpsched.solver.search_run import RESUME_MIN_SECONDS, time_to_resume
 
     inst = make(4, 1, 8)
     now = time.perf_counter()
-    assert not _time_to_resume(inst, None, True)  # no deadline: reproducible, one search
-    assert not _time_to_resume(inst, now + 60, False)  # the gap is closed
-    assert not _time_to_resume(inst, now + RESUME_MIN_SECONDS / 2, True)
-    assert _time_to_resume(inst, now + 60, True)
-    assert _time_to_resume(inst, now + 60, True, {"log_search_progress": False})
+    assert not time_to_resume(inst, None, True)  # no deadline: reproducible, one search
+    assert not time_to_resume(inst, now + 60, False)  # the gap is closed
+    assert not time_to_resume(inst, now + RESUME_MIN_SECONDS / 2, True)
+    assert time_to_resume(inst, now + 60, True)
+    assert time_to_resume(inst, now + 60, True, {"log_search_progress": False})
     for user_stop in ({"max_deterministic_time": 5.0}, {"relative_gap_limit": 0.01},
                       {"max_number_of_conflicts": 10}, {"stop_after_first_solution": True}):
-        assert not _time_to_resume(inst, now + 60, True, user_stop)  # the user's limit holds
+        assert not time_to_resume(inst, now + 60, True, user_stop)  # the user's limit holds
 
 
 def test_time_the_relaxation_leaves_goes_back_to_the_search(monkeypatch) -> None:

@@ -42,6 +42,14 @@ from cpsched.solver.prelude import (
 )
 from cpsched.solver.progress import Progress, ProgressCallback
 from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound, relaxed_devices
+from cpsched.solver.search_run import (
+    RESERVE,
+    TrackedStop,
+    finish_seconds,
+    run_search,
+    sat_parameters,
+    time_to_resume,
+)
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
 
@@ -125,7 +133,7 @@ def _relax_reserve(inst: Instance, g: Any, ht: Any, deadline: float, open_gap: b
 
 
 def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: float | None,
-             search_deterministic_time: float, stop: _TrackedStop,
+             search_deterministic_time: float, stop: TrackedStop,
              ) -> tuple[int, list[DeviceRelaxation]]:
     """The one-device relaxation bound (docs/modelling.md §21) in the time left, if a gap
     is open and no stop was asked for; without a deadline deterministic, within
@@ -136,7 +144,7 @@ def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: flo
         dt = min(RELAX_DETERMINISTIC_TIME, search_deterministic_time)
         return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt,
                                 on_solver=stop.give, stopped=lambda: stop.requested)
-    wall = deadline - time.perf_counter() - _RESERVE - _finish_seconds(inst)
+    wall = deadline - time.perf_counter() - RESERVE - finish_seconds(inst)
     if wall < 0.2:
         return lb, []
     return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=4 * wall,
@@ -196,12 +204,11 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     check_method(method)
     t0 = time.perf_counter() if started is None else started
     workers = default_workers(inst) if workers is None else workers
-    _parameters(None, workers, seed, parameters)  # rejects a bad one even if no model runs
+    sat_parameters(None, workers, seed, parameters)  # rejects a bad one even if no model runs
     deadline = None if time_limit is None else t0 + float(time_limit)
-    if candidates is None:
-        candidates = _known(inst, deadline, t0)
+    candidates = _known(inst, deadline, t0) if candidates is None else candidates
     lb, g, ht = _bounds(inst)
-    stop = _TrackedStop(on_solver)
+    stop = TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
     warm, hint, horizon, lb, pre = _before_search(inst, candidates, lb, g, ht, deadline, stop)
     cb = Progress(inst, t0, on_progress, min(lb, horizon))
@@ -215,39 +222,28 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     model = _model(inst, hint, horizon, lb)
     # the search leaves the relaxation its share of the time (used only if the gap stays open)
     search_deadline = None if deadline is None else deadline - _relax_reserve(
-        inst, g, ht, deadline, lb < horizon) - _finish_seconds(inst)
-    params = _parameters(search_deadline, workers, seed, parameters)
+        inst, g, ht, deadline, lb < horizon) - finish_seconds(inst)
+    params = sat_parameters(search_deadline, workers, seed, parameters)
     # a restricted pair set, or parameters that fix variables, make CP-SAT's bound one of a
     # smaller model: then only the combinatorial bound is proven
     trust = not model.restricted and not params.fix_variables_to_their_hinted_value
     cb.trust_bound = trust
     cb.report()
-    out = isolated.Outcome() if stop.requested else _run_search(
+    out = isolated.Outcome() if stop.requested else run_search(
         model.model, params, search_deadline, cb, stop.give)
     schedule, makespan, bound, best = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
     bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,  # §21
                               params.max_deterministic_time, stop)
-    resumed = _time_to_resume(inst, deadline, bound < makespan and not stop.requested,
-                              parameters)
-    if resumed:
-        # the relaxation ended before its share of the time: the search goes on with it
-        model.model.clear_hints()
-        model.add_hint(best)
-        params = _parameters(deadline - _finish_seconds(inst), workers, seed, parameters)
-        out = _run_search(model.model, params, deadline - _finish_seconds(inst), cb,
-                          stop.give)
-        schedule, makespan, bound, best = _outcome(model, out, best, makespan, bound,
-                                                   cb.bound, trust)
+    resumed = time_to_resume(inst, deadline, bound < makespan and not stop.requested,
+                             parameters)
+    if resumed:  # the relaxation ended before its share of the time: the search goes on
+        out, (schedule, makespan, bound, best) = _resume(
+            model, best, makespan, bound, deadline, (workers, seed, parameters), cb, stop, trust)
     message = _restricted_message(model)
     _certify(schedule, min(bound, makespan), t0, warm, start_horizon, message)
-    return Result(
-        schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
-        solver_status=out.status_name, message=message, stats=dict(out.stats) | {
-            "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
-            "resumed": resumed,
-            "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved)
-                                for r in relaxed],
-            "window_search": window_stats(inst, windows)} | pre | _model_stats(model))
+    return Result(schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
+                  solver_status=out.status_name, message=message,
+                  stats=_stats(model, out, cb, lb, resumed, relaxed, windows) | pre)
 
 
 #: seconds per action to build the full model (measured 2.1 s for 24576 actions on a slow
@@ -347,110 +343,29 @@ def _outcome(model: PipelineModel, out: isolated.Outcome, hint: Any, horizon: in
     return model.to_schedule(best, "cpsat"), makespan, bound, best
 
 
-#: the search resumes after the relaxation when at least this many seconds are left (the
-#: relaxation ended before its share of the time)
-RESUME_MIN_SECONDS = 2.0
+def _stats(model: PipelineModel, out: isolated.Outcome, cb: Progress, lb: int, resumed: bool,
+           relaxed: list[DeviceRelaxation], windows: lns.LnsStats | None) -> dict[str, Any]:
+    """:attr:`Result.stats` of a run with the full model (CP-SAT's own, then cpsched's)."""
+    inst = model.inst
+    return dict(out.stats) | {
+        "solutions": cb.solutions, "combinatorial_bound": inst.from_ticks(lb),
+        "resumed": resumed,
+        "relaxed_devices": [(r.device, inst.from_ticks(r.bound), r.solved) for r in relaxed],
+        "window_search": window_stats(inst, windows)} | _model_stats(model)
 
 
-#: CP-SAT parameters that end a search early on purpose: a user who sets one gets one search
-_USER_STOPS = ("max_", "stop_after", "relative_gap_limit", "absolute_gap_limit")
-
-
-def _time_to_resume(inst: Instance, deadline: float | None, open_gap: bool,
-                    parameters: Mapping[str, Any] | None = None) -> bool:
-    """Whether the search runs again after the relaxation (§21): only with a deadline (a
-    run without one stays reproducible), a gap still open, at least
-    :data:`RESUME_MIN_SECONDS` left and no parameter of the user's that ends the search
-    early (``max_deterministic_time``, a gap limit, ...: a second search would double it).
-    The same model runs again with the best solution as its complete hint; nothing is
-    rebuilt."""
-    if deadline is None or not open_gap:
-        return False
-    if any(key.startswith(_USER_STOPS) for key in parameters or {}):
-        return False
-    left = deadline - time.perf_counter() - _RESERVE - _finish_seconds(inst)
-    return left >= RESUME_MIN_SECONDS
-
-
-class _TrackedStop:
-    """Passes the search's stop handle on to ``on_solver`` and remembers whether it was used
-    (after a Ctrl-C no further bound is computed)."""
-
-    def __init__(self, on_solver: Callable[[Any], None] | None) -> None:
-        self.on_solver, self.handle, self.requested = on_solver, None, False
-        self.announced = False
-
-    def give(self, handle: Any) -> None:
-        """The stop handle of what runs now (a window's solver, the search); ``on_solver``
-        receives this object once."""
-        self.handle = handle
-        if self.on_solver is not None and not self.announced:
-            self.announced = True
-            self.on_solver(self)
-
-    def stop_search(self) -> None:
-        """Stop the search (the best solution so far is kept)."""
-        self.requested = True
-        if self.handle is not None:
-            self.handle.stop_search()
-
-
-#: seconds kept back from the time limit for reading the solution and validating it, plus
-#: :data:`FINISH_SECONDS_PER_ACTION` per action (:func:`_finish_seconds`)
-_RESERVE = 0.5
-#: reading the search's solution, timing and validating it: 0.8 s for 24 576 actions (p = 32,
-#: v = 4, m = 64, split backward) on a slow 2-core machine
-FINISH_SECONDS_PER_ACTION = 4e-5
-
-
-def _finish_seconds(inst: Instance) -> float:
-    """Seconds kept back, beyond :data:`_RESERVE`, for what follows the search on ``inst``."""
-    return FINISH_SECONDS_PER_ACTION * inst.n_actions
-
-
-def _parameters(deadline: float | None, workers: int, seed: int,
-                parameters: Mapping[str, Any] | None) -> Any:
-    """``SatParameters`` for the search (``max_time_in_seconds`` from the deadline).
-
-    Raises:
-        ValueError: an unknown parameter name.
-    """
-    prm = cp_model.CpSolver().parameters
-    prm.num_workers = max(1, int(workers))
-    prm.random_seed = int(seed)
-    if deadline is not None:
-        prm.max_time_in_seconds = max(0.0, deadline - time.perf_counter() - _RESERVE)
-    for key, value in (parameters or {}).items():
-        if not hasattr(prm, key):
-            raise ValueError(f"CP-SAT parameter {key!r}: unknown (see sat_parameters.proto)")
-        setattr(prm, key, value)
-    return prm
-
-
-def _run_search(model: cp_model.CpModel, params: Any, deadline: float | None,
-                cb: Progress, on_solver: Callable[[Any], None] | None) -> isolated.Outcome:
-    """The search: in this process without a deadline (deterministic runs, tests); with one,
-    in a child process killed at the deadline (:mod:`cpsched.solver.isolated`).  ``on_solver``
-    receives an object whose ``stop_search()`` ends the search (Ctrl-C)."""
-    if deadline is not None:
-        stop = isolated.StopHandle()
-        if on_solver is not None:
-            on_solver(stop)
-        return isolated.search(model, params, deadline - _RESERVE, on_solution=cb.solution,
-                               on_bound=cb.on_bound, stop=stop)
-    solver = cp_model.CpSolver()
-    solver.parameters.copy_from(params)
-    solver.best_bound_callback = cb.on_bound
-    if on_solver is not None:
-        on_solver(solver)
-    code = solver.solve(model, cb)
-    resp = solver.response_proto
-    found = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    return isolated.Outcome(
-        code, solver.status_name(code), list(resp.solution) if found else None,
-        resp.objective_value if found else None, resp.best_objective_bound,
-        {"conflicts": resp.num_conflicts, "branches": resp.num_branches,
-         "wall_time": resp.wall_time})
+def _resume(model: PipelineModel, best: Any, makespan: int, bound: int, deadline: float,
+            setup: tuple[int, int, Mapping[str, Any] | None], cb: Progress, stop: TrackedStop,
+            trust: bool) -> tuple[isolated.Outcome, tuple[Schedule, int, int, Any]]:
+    """The second search on the same model until ``deadline`` (:func:`time_to_resume`),
+    hinted with ``best`` (of makespan ``makespan``, ticks), with ``setup`` = (workers, seed,
+    the user's CP-SAT parameters): its outcome and :func:`_outcome`'s result, never worse
+    than ``best`` nor below ``bound``."""
+    model.model.clear_hints()
+    model.add_hint(best)
+    end = deadline - finish_seconds(model.inst)
+    out = run_search(model.model, sat_parameters(end, *setup), end, cb, stop.give)
+    return out, _outcome(model, out, best, makespan, bound, cb.bound, trust)
 
 
 def _restricted_message(model: PipelineModel) -> str:
@@ -462,7 +377,7 @@ def _restricted_message(model: PipelineModel) -> str:
 
 
 def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
-                deadline: float | None, stop: _TrackedStop
+                deadline: float | None, stop: TrackedStop
                 ) -> tuple[str, Any, int, dict[str, Any] | None]:
     """The warm start: name, hint in the model's terms (with an overlap cost a
     :class:`PairSolution`), horizon (ticks), and ``Result.stats["modulo"]``.
@@ -490,7 +405,7 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
 
 
 def _before_search(inst: Instance, candidates: Mapping[str, Schedule], lb: int, g: Any,
-                   ht: Any, deadline: float | None, stop: _TrackedStop
+                   ht: Any, deadline: float | None, stop: TrackedStop
                    ) -> tuple[str, Any, int, int, dict[str, Any]]:
     """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound from
     ``lb`` against that horizon (docs/modelling.md §24): also the bound (ticks) and the
