@@ -43,11 +43,11 @@ from cpsched.solver.prelude import (
 from cpsched.solver.progress import Progress, ProgressCallback
 from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound, relaxed_devices
 from cpsched.solver.search_run import (
-    RESERVE,
     TrackedStop,
     finish_seconds,
     run_search,
     sat_parameters,
+    seconds_left,
     time_to_resume,
 )
 from cpsched.solver.warm_start import best_warm_start
@@ -144,7 +144,7 @@ def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: flo
         dt = min(RELAX_DETERMINISTIC_TIME, search_deterministic_time)
         return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt,
                                 on_solver=stop.give, stopped=lambda: stop.requested)
-    wall = deadline - time.perf_counter() - RESERVE - finish_seconds(inst)
+    wall = seconds_left(inst, deadline)
     if wall < 0.2:
         return lb, []
     return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=4 * wall,

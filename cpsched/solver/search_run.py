@@ -53,8 +53,15 @@ def finish_seconds(inst: Instance) -> float:
     return FINISH_SECONDS_PER_ACTION * inst.n_actions
 
 
+def seconds_left(inst: Instance, deadline: float) -> float:
+    """Seconds a further search or bound on ``inst`` may use before ``deadline`` (a
+    ``time.perf_counter()`` value), after what is kept back (:data:`RESERVE` and
+    :func:`finish_seconds`)."""
+    return deadline - time.perf_counter() - RESERVE - finish_seconds(inst)
+
+
 def sat_parameters(deadline: float | None, workers: int, seed: int,
-                parameters: Mapping[str, Any] | None) -> Any:
+                   parameters: Mapping[str, Any] | None) -> Any:
     """``SatParameters`` for the search (``max_time_in_seconds`` from the deadline).
 
     Raises:
@@ -73,7 +80,7 @@ def sat_parameters(deadline: float | None, workers: int, seed: int,
 
 
 def run_search(model: cp_model.CpModel, params: Any, deadline: float | None,
-                cb: Progress, on_solver: Callable[[Any], None] | None) -> isolated.Outcome:
+               cb: Progress, on_solver: Callable[[Any], None] | None) -> isolated.Outcome:
     """The search: in this process without a deadline (deterministic runs, tests); with one,
     in a child process killed at the deadline (:mod:`cpsched.solver.isolated`).  ``on_solver``
     receives an object whose ``stop_search()`` ends the search (Ctrl-C)."""
@@ -108,7 +115,7 @@ _USER_STOPS = ("max_", "stop_after", "relative_gap_limit", "absolute_gap_limit")
 
 
 def time_to_resume(inst: Instance, deadline: float | None, open_gap: bool,
-                    parameters: Mapping[str, Any] | None = None) -> bool:
+                   parameters: Mapping[str, Any] | None = None) -> bool:
     """Whether the search runs again after the relaxation (§21): only with a deadline (a
     run without one stays reproducible), a gap still open, at least
     :data:`RESUME_MIN_SECONDS` left and no parameter of the user's that ends the search
@@ -119,9 +126,8 @@ def time_to_resume(inst: Instance, deadline: float | None, open_gap: bool,
         return False
     if any(key.startswith(_USER_STOPS) for key in parameters or {}):
         return False
-    left = deadline - time.perf_counter() - RESERVE - finish_seconds(inst)
-    return left >= RESUME_MIN_SECONDS
+    return seconds_left(inst, deadline) >= RESUME_MIN_SECONDS
 
 
 __all__ = ["FINISH_SECONDS_PER_ACTION", "RESERVE", "RESUME_MIN_SECONDS", "TrackedStop",
-           "finish_seconds", "run_search", "sat_parameters", "time_to_resume"]
+           "finish_seconds", "run_search", "sat_parameters", "seconds_left", "time_to_resume"]
