@@ -37,6 +37,9 @@ class ScheduleSpec:
         generate: the order generator (called only when ``check`` passes).
         expensive: a search rather than a closed-form order (e.g. the list-scheduling
             portfolio): :func:`run_all` runs it after the others and skips it past a deadline.
+        min_seconds: for an expensive generator that only improves on another one (e.g.
+            ``list-retimed``), the least time (seconds) worth starting it with: :func:`run_all`
+            skips it when less is left before its deadline and a schedule so far is valid.
     """
 
     name: str
@@ -46,6 +49,7 @@ class ScheduleSpec:
     check: Check
     generate: Generator
     expensive: bool = False
+    min_seconds: Callable[[Instance], float] | None = None
 
     def reason_not_applicable(self, instance: Instance) -> str | None:
         """None if the schedule applies to ``instance``, else why not."""
@@ -72,14 +76,16 @@ def deadline() -> float | None:
 
 
 def register(name: str, *, summary: str, preconditions: str, source: str,
-             check: Check, expensive: bool = False) -> Callable[[Generator], Generator]:
+             check: Check, expensive: bool = False,
+             min_seconds: Callable[[Instance], float] | None = None
+             ) -> Callable[[Generator], Generator]:
     """Decorator registering an order generator under ``name`` (see :class:`ScheduleSpec`)."""
 
     def deco(fn: Generator) -> Generator:
         if name in REGISTRY:
             raise ValueError(f"schedule {name!r} registered twice")
         REGISTRY[name] = ScheduleSpec(name, summary, preconditions, source, check, fn,
-                                      expensive)
+                                      expensive, min_seconds)
         return fn
 
     return deco
@@ -117,7 +123,8 @@ def run_all(instance: Instance, deadline: float | None = None,
     Args:
         deadline: a ``time.perf_counter()`` value; expensive schedules (searches such as the
             list-scheduling portfolio, :attr:`ScheduleSpec.expensive`) run after the
-            closed-form ones and only while it has not passed, so a caller's time limit
+            closed-form ones and only while it has not passed (and, for one with
+            :attr:`ScheduleSpec.min_seconds`, while that much is left), so a caller's time limit
             bounds this too without losing any closed-form schedule — unless no schedule so
             far is valid (e.g. none fits the memory limit): then they still run, and cut
             short by the same deadline (:func:`deadline`) they make their first, cheapest
@@ -136,7 +143,7 @@ def run_all(instance: Instance, deadline: float | None = None,
     try:
         for spec in sorted(specs, key=lambda s: s.expensive):
             if spec.expensive and (_optimal_among(instance, out) or (
-                    deadline is not None and time.perf_counter() >= deadline
+                    deadline is not None and _out_of_time(spec, instance, deadline)
                     and _valid_among(instance, out))):
                 continue
             try:
@@ -150,11 +157,20 @@ def run_all(instance: Instance, deadline: float | None = None,
     return {s.name: out[s.name] for s in specs if s.name in out}  # registry order
 
 
+def _out_of_time(spec: ScheduleSpec, instance: Instance, deadline: float) -> bool:
+    """Whether too little is left before ``deadline`` to start ``spec``: nothing, or less
+    than its :attr:`ScheduleSpec.min_seconds`."""
+    need = 0.0 if spec.min_seconds is None else spec.min_seconds(instance)
+    return time.perf_counter() >= deadline - need
+
+
 def _valid_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:
     """Whether one of ``schedules`` is valid (fits the memory limit, among the rest); those
-    over the limit are passed over without a full validation."""
+    over the limit are passed over without a full validation.  The latest first: a search's
+    schedule (the list scheduler's) fits by construction, so one validation (kept for the
+    warm-start choice, :func:`validated`) usually decides."""
     return any(not exceeds_memory_limit(s, instance) and not validated(s, instance)
-               for s in schedules.values())
+               for s in reversed(schedules.values()))
 
 
 def _optimal_among(instance: Instance, schedules: dict[str, Schedule]) -> bool:

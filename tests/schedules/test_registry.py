@@ -117,3 +117,26 @@ def test_past_the_deadline_the_list_scheduler_still_runs_once_when_nothing_fits(
     roomy = make(4, 1, 16, F=1, B=2, limit=4)  # 1F1B fits: nothing expensive runs
     known = registry.run_all(roomy, past)
     assert "list" not in known and "1f1b" in known and not validate(known["1f1b"])
+
+
+def test_min_seconds_skips_a_generator_that_only_improves(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    # list-retimed asks for some time left (ScheduleSpec.min_seconds): with less than that
+    # before the deadline and a valid schedule so far, run_all does not start it; the list
+    # portfolio, which has no such need, still runs
+    import dataclasses
+    import time
+
+    from conftest import make
+
+    inst = make(4, 1, 8, F=1, B=2, latency=0.5, limit=4)
+    spec = registry.REGISTRY["list-retimed"]
+    assert spec.min_seconds is not None and spec.min_seconds(inst) > 0
+    soon = time.perf_counter() + 60.0
+    monkeypatch.setitem(registry.REGISTRY, "list-retimed",
+                        dataclasses.replace(spec, min_seconds=lambda inst: 3600.0))
+    known = registry.run_all(inst, soon)
+    assert "list" in known and "list-retimed" not in known
+    monkeypatch.setitem(registry.REGISTRY, "list-retimed", spec)
+    known = registry.run_all(inst, soon)
+    assert "list" in known and "list-retimed" in known
