@@ -346,6 +346,7 @@ def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:
     seq = sequential_schedule(inst)
     monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
     monkeypatch.setattr(lns, "START_WINDOW", 60)
+    monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS_LIMITED", 10**9)  # keep the warm start
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 3})
     ws = res.stats["window_search"]

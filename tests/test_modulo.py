@@ -212,6 +212,7 @@ def test_solve_starts_from_it_when_shorter(monkeypatch: pytest.MonkeyPatch) -> N
     assert mp["period"] == own.extra["period"] >= mp["min_period"] == inst.from_ticks(
         min_period(inst))
     monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS", 10**9)
+    monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS_LIMITED", 10**9)
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 0.5})
     assert res.schedule is not None and res.schedule.extra["warm_start"] == "sequential"
@@ -245,3 +246,15 @@ def test_bidirectional_places_one_microbatch_of_each_direction_per_period() -> N
     # one whole chain, then the other: the second waits longer (span 21)
     whole = place_pattern(inst, min_period(inst), interleave=False)
     assert whole is not None and whole.span == inst.ticks(21)
+
+
+def test_small_memory_capped_models_start_from_it_too() -> None:
+    # below MODULO_MIN_ACTIONS the pattern still runs under a memory limit: on p8
+    # bidirectional m32, F = I = W = 1, limit 4 (768 actions) the list scheduler gives 108
+    # and the pattern 107, the lower bound, so solve proves it without a search
+    inst = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", limit=4)
+    assert inst.n_actions < prelude.MODULO_MIN_ACTIONS
+    res = solve(inst, time_limit=None, workers=1, parameters={"max_deterministic_time": 1.0})
+    assert res.schedule is not None and not validate(res.schedule)
+    assert res.stats["modulo"]["makespan"] == 107 and res.stats["modulo"]["warm_start"]
+    assert res.status.name == "OPTIMAL" and res.makespan == 107 == res.lower_bound

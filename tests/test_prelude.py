@@ -100,6 +100,7 @@ def test_no_window_search_or_model_without_time_for_them(
     monkeypatch.setattr(lns, "MIN_ACTIONS", 10)  # auto would search windows on this model
     monkeypatch.setattr(prelude, "MIN_WINDOW_SECONDS", 1e6)
     monkeypatch.setattr(facade, "MODEL_SECONDS_PER_ACTION", 1e6)
+    monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS_LIMITED", 10**9)  # keep the warm start
     seq = sequential_schedule(INST)
     for method in ("auto", "search"):
         res = solve(INST, time_limit=20, workers=1, candidates={"sequential": seq},
