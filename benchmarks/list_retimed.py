@@ -20,14 +20,15 @@ from pathlib import Path
 import pandas as pd
 
 from cpsched import load_instance, validate
+from cpsched.instance import Instance
 from cpsched.schedules import run_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _timed(name: str, inst: object) -> tuple[float, bool, float]:
+def _timed(name: str, inst: Instance) -> tuple[float, bool, float]:
     t0 = time.perf_counter()
-    s = run_schedule(name, inst)  # type: ignore[arg-type]
+    s = run_schedule(name, inst)
     return s.makespan, not validate(s), time.perf_counter() - t0
 
 

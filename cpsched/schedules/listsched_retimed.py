@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from cpsched.instance import Instance
 from cpsched.model import DeviceOrders
-from cpsched.schedules.listsched import pipeline_list_schedule
+from cpsched.schedules.listsched import list_scheduler
 from cpsched.schedules.registry import register
 
 #: Seconds per action worth starting ``list-retimed`` with under a deadline: one list pass,
@@ -54,16 +54,15 @@ def _needs_latency(inst: Instance) -> str | None:
                  "simulator (docs/modelling.md §27)",
           check=_needs_latency, expensive=True, min_seconds=_min_seconds)
 def list_retimed(inst: Instance) -> DeviceOrders:
-    """Per-rank orders of :func:`~cpsched.schedules.listsched.pipeline_list_schedule` on
-    ``inst`` with ``costs.p2p_latency = 0`` (its defaults: the memory-aware portfolio under a
-    limit), to be timed on ``inst`` itself (module docstring).
+    """Per-rank orders of ``list`` (:func:`~cpsched.schedules.listsched.list_scheduler`,
+    its defaults: the memory-aware portfolio under a limit) on ``inst`` with
+    ``costs.p2p_latency = 0``, to be timed on ``inst`` itself (module docstring).
 
     Raises:
         NotApplicable: through the registry, when ``inst`` has no latency.
         ListSchedulerError: the scheduler got stuck (a bug).
     """
-    free = inst.replace(**{"costs.p2p_latency": 0})
-    return [list(ops) for ops in pipeline_list_schedule(free).orders]
+    return list_scheduler(inst.replace(**{"costs.p2p_latency": 0}))
 
 
 __all__ = ["SECONDS_PER_ACTION", "list_retimed"]
