@@ -258,3 +258,16 @@ def test_small_memory_capped_models_start_from_it_too() -> None:
     assert res.schedule is not None and not validate(res.schedule)
     assert res.stats["modulo"]["makespan"] == 107 and res.stats["modulo"]["warm_start"]
     assert res.status.name == "OPTIMAL" and res.makespan == 107 == res.lower_bound
+
+
+def test_a_forward_of_no_duration_keeps_its_microbatch_in_order() -> None:
+    # stage 3's F takes no time, so its B starts at the same offset; the orders must still
+    # put the F first (hypothesis found a deadlock here once the pattern ran on every
+    # memory-capped instance)
+    inst = make(2, 2, 2, F=[1, 1, 1, 0], B=1, activation=[0.5, 0.5, 1.0, 0.5], limit=1.5)
+    sch = modulo_schedule(inst)
+    assert sch is not None and validate(sch) == []
+    for order in pattern_orders(inst, place_pattern(inst, min_period(inst) * 2)):
+        f3, b3 = Action(Kind.F, 3, 0), Action(Kind.B, 3, 0)
+        if f3 in order:
+            assert order.index(f3) < order.index(b3)

@@ -287,8 +287,18 @@ def pattern_orders(inst: Instance, pattern: Pattern) -> list[list[Action]]:
         first = a.microbatch
         dev = keyed[inst.device_of(a.stage, first)]
         for i in range(first, ends[reps.index(first)]):
-            dev.append(((i - first) * pattern.period + o, Action(a.kind, a.stage, i)))
-    return [[a for _, a in sorted(k)] for k in keyed]
+            dev.append(((i - first) * pattern.period + o, _chain_rank(inst, a), i,
+                        Action(a.kind, a.stage, i)))
+    return [[row[-1] for row in sorted(k)] for k in keyed]
+
+
+def _chain_rank(inst: Instance, a: Action) -> float:
+    """Position of ``a`` along its microbatch's chain (forwards by stage, then the backward
+    back, each ``W`` after its ``I``): at equal times (actions of no duration) an action
+    comes after the ones it depends on."""
+    if a.kind == Kind.F:
+        return a.stage
+    return 2 * inst.num_stages - a.stage + (0.5 if a.kind == Kind.W else 0.0)
 
 
 def modulo_schedule(inst: Instance, deadline: float | None = None,
