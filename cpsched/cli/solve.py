@@ -273,6 +273,10 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
         say(f"tent bound: {fmt(tb['before'])} -> {fmt(tb['bound'])} in {tb['seconds']:g} s "
             f"(memory around each microbatch's turn, devices "
             f"{', '.join(map(str, tb['devices']))})")
+    pw = res.stats.get("pair_windows")
+    if pw is not None and pw["bound"] > pw["before"]:  # docs/modelling.md §28
+        say(f"pair window bound: {fmt(pw['before'])} -> {fmt(pw['bound'])} in "
+            f"{pw['seconds']:g} s (F&B pairs only where both halves can run)")
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; it starts from the warm start
         moves = ws.get("plateau_moves", 0)

@@ -36,6 +36,7 @@ from cpsched.solver.pipeline_model import PipelineModel, solution_schedule
 from cpsched.solver.prelude import (
     check_method,
     modulo_candidate,
+    pair_windows,
     tent,
     window_search,
     window_stats,
@@ -407,12 +408,14 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
 def _before_search(inst: Instance, candidates: Mapping[str, Schedule], lb: int, g: Any,
                    ht: Any, deadline: float | None, stop: TrackedStop
                    ) -> tuple[str, Any, int, int, dict[str, Any]]:
-    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound from
-    ``lb`` against that horizon (docs/modelling.md §24): also the bound (ticks) and the
-    ``Result.stats`` of both steps (``modulo``, ``tent``)."""
+    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound and
+    the pair window bound from ``lb`` against that horizon (docs/modelling.md §24, §28):
+    also the bound (ticks) and the ``Result.stats`` of these steps (``modulo``, ``tent``,
+    ``pair_windows``)."""
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
     lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop)
-    return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents}
+    lb, windows = pair_windows(inst, g, lb, horizon, deadline, stop)
+    return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents, "pair_windows": windows}
 
 
 def _model(inst: Instance, hint: Any, horizon: int, lb: int) -> PipelineModel:

@@ -1,7 +1,8 @@
 """What :func:`cpsched.solver.facade.solve` runs before the full model: the modulo schedule
 as one more warm-start candidate on large instances (docs/modelling.md §22), the tent bound
-where memory sets the pace (§24), and the window search that shortens the warm start (§17),
-with the shares of the time limit they get.
+where memory sets the pace (§24), the pair window bound where F&B pairs may overlap (§28),
+and the window search that shortens the warm start (§17), with the shares of the time limit
+they get.
 
 Which of them run is the solve *method* (:data:`METHODS`): ``auto`` decides by the model's
 size, ``model`` skips the window search, ``search`` gives it the time the full model would
@@ -17,6 +18,7 @@ from typing import Any
 
 from cpsched.instance import Instance
 from cpsched.model import Schedule
+from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
 from cpsched.solver import lns
 from cpsched.solver.overlap import PairSolution
@@ -138,6 +140,28 @@ def tent(inst: Instance, g: Any, ht: Any, lb: int, upper: int, deadline: float |
                      "complete": r.complete, "seconds": round(r.seconds, 2)}
 
 
+def pair_windows(inst: Instance, g: Any, lb: int, upper: int, deadline: float | None,
+                 stop: Any) -> tuple[int, dict[str, Any] | None]:
+    """The pair window bound (:mod:`cpsched.pair_window_bound`, docs/modelling.md §28) with
+    an overlap cost and a gap to ``upper`` (a known makespan, ticks) open, within the tent
+    bound's share of the time left (:data:`TENT_SHARE`, at most :data:`TENT_MAX_SECONDS`;
+    deterministic without a limit): the bound (ticks, at least ``lb``) and
+    ``Result.stats["pair_windows"]`` (None when it did not run)."""
+    if inst.overlap_forward_backward is None or lb >= upper or stop.requested:
+        return lb, None
+    t = time.perf_counter()
+    until = None
+    if deadline is not None:
+        wall = min(TENT_SHARE * (deadline - t), TENT_MAX_SECONDS)
+        if wall < 0.2:
+            return lb, None
+        until = t + wall
+    bound = pair_window_bound(inst, g, lower=lb, upper=upper, deadline=until,
+                              stopped=lambda: stop.requested)
+    return bound, {"bound": inst.from_ticks(bound), "before": inst.from_ticks(lb),
+                   "seconds": round(time.perf_counter() - t, 2)}
+
+
 def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] | None:
     """``Result.stats["window_search"]``: windows solved, improvements, plateau moves,
     seconds, makespan."""
@@ -152,4 +176,4 @@ __all__ = ["METHODS", "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS",
            "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE",
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
            "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "check_method", "modulo_candidate",
-           "tent", "window_search", "window_setup_seconds", "window_stats"]
+           "pair_windows", "tent", "window_search", "window_setup_seconds", "window_stats"]
