@@ -255,7 +255,7 @@ def test_solve_searches_a_pair_free_start_with_an_overlap_cost(
     # bidirectional list schedule (49; the modulo pattern gives 51), pair-free; the window
     # search runs on it, and the full model may add pairs
     inst = make(4, 1, 16, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=4)
-    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+    monkeypatch.setattr(lns, "MIN_ACTIONS_PAIRS", 10)
     monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS", 10)
     res = solve(inst, time_limit=None, workers=1, candidates=run_all(inst),
                 parameters={"max_deterministic_time": 1.0})

@@ -117,3 +117,34 @@ def test_window_setup_seconds_grow_with_the_model() -> None:
     assert prelude.window_setup_seconds(small) == pytest.approx(
         prelude.MIN_WINDOW_SECONDS + prelude.WINDOW_SETUP_SECONDS_PER_ACTION * small.n_actions)
     assert prelude.window_setup_seconds(large) > prelude.window_setup_seconds(small)
+
+
+def test_auto_searches_windows_from_fewer_actions_with_pairs() -> None:
+    # with an overlap cost the full model finds little from lns.MIN_ACTIONS_PAIRS actions on
+    # (docs/modelling.md §17, *Pairs below 1500 actions*); without one, from lns.MIN_ACTIONS
+    plain = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional")
+    pairs = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", overlap=2.5)
+    assert lns.MIN_ACTIONS_PAIRS <= plain.n_actions == pairs.n_actions < lns.MIN_ACTIONS
+    assert not prelude.search_applies(plain)
+    assert prelude.search_applies(pairs)
+    assert not prelude.search_applies(make(4, 1, 8, F=1, I=1, W=1, placement="bidirectional",
+                                           overlap=2.5))
+
+
+def test_auto_leaves_the_full_model_half_of_the_time_below_min_actions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a small pair model gets WINDOW_SHARE_SMALL_PAIRS of the time left for its windows
+    pairs = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=8)
+    seen: dict[str, float] = {}
+
+    def improve_overlap(inst, g, hint, *, deadline, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen["until"], seen["now"] = deadline, prelude.time.perf_counter()
+        raise StopIteration
+
+    monkeypatch.setattr(lns, "improve_overlap", improve_overlap)
+    end = prelude.time.perf_counter() + 20
+    with pytest.raises(StopIteration):
+        solve(pairs, time_limit=20, workers=1,
+              candidates={"sequential": sequential_schedule(pairs)})
+    share = (seen["until"] - seen["now"]) / (end - seen["now"])
+    assert share == pytest.approx(prelude.WINDOW_SHARE_SMALL_PAIRS, abs=0.02)

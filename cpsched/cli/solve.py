@@ -169,7 +169,8 @@ def solve(
     no_plot: NoPlot = False,
     param: ParamOpt = None,
     method: Annotated[str, typer.Option(
-        "--method", help="auto: the window search on models of 1500 or more actions, then "
+        "--method", help="auto: the window search on models of 1500 or more actions (500 "
+        "with an overlap cost), then "
         "the full CP-SAT model (below that the model alone); model: the full model only; "
         "search: the window search with all of the time and no full model (the bound is "
         "then the combinatorial one). docs/modelling.md §17.")] = "auto",

@@ -58,6 +58,10 @@ from cpsched.solver.overlap import PairSolution
 
 #: Fewer actions than this: the full model is small enough, the search is not used.
 MIN_ACTIONS = 1500
+#: The same with an overlap cost: the full model with its candidate pairs finds little from
+#: 500 actions on (p8 bidirectional m32 at 1F1B's memory: 127.17 -> 126.24 in 300 s, the
+#: window search 120.63 in 55 s; docs/modelling.md §17, *Pairs below 1500 actions*).
+MIN_ACTIONS_PAIRS = 500
 #: Window size (actions) the search starts from, and its limits while it adapts.
 START_WINDOW, MIN_WINDOW, MAX_WINDOW = 400, 120, 2500
 #: CP-SAT deterministic time and wall seconds per window.
@@ -399,5 +403,6 @@ def _choose(inc: Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Ac
     return actions(order[first:last]), actions(order[:first])
 
 
-__all__ = ["MIN_ACTIONS", "LnsStats", "improve", "improve_overlap", "improve_pairs", "search",
+__all__ = ["MIN_ACTIONS", "MIN_ACTIONS_PAIRS",
+           "LnsStats", "improve", "improve_overlap", "improve_pairs", "search",
            "window_workers"]
