@@ -11,19 +11,15 @@ Usage: python benchmarks/list_retimed.py [FILE ...] [--random SEED N]
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
+from make_scale_instances import benchmark_files
 
 from cpsched import load_instance, validate
 from cpsched.instance import Instance
 from cpsched.schedules import run_schedule
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _timed(name: str, inst: Instance) -> tuple[float, bool, float]:
@@ -33,18 +29,7 @@ def _timed(name: str, inst: Instance) -> tuple[float, bool, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="*", type=Path)
-    ap.add_argument("--random", nargs=2, type=int, metavar=("SEED", "N"))
-    args = ap.parse_args()
-    files = list(args.files) or sorted((ROOT / "instances" / "scale").glob("*.toml"))
-    if args.random:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from make_scale_instances import random_instances
-
-        tmp = Path(tempfile.mkdtemp(prefix="cpsched-retimed-"))
-        random_instances(args.random[0], args.random[1], tmp)
-        files += sorted(tmp.glob("*.toml"))
+    files = benchmark_files(__doc__.splitlines()[0], "cpsched-retimed-")
     rows = []
     for f in files:
         inst = load_instance(f)

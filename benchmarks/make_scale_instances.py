@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,23 @@ def random_instances(seed: int, n: int, out: Path) -> list[str]:
                "placement": placement, "split_backward": split}, costs, memory, out)
         names.append(name)
     return names
+
+
+def benchmark_files(description: str, prefix: str) -> list[Path]:
+    """The instances a benchmark script runs on, from its command line ``[FILE ...]
+    [--random SEED N]``: the files given, or the shipped scale set (``instances/scale``);
+    ``--random`` adds N instances of :func:`random_instances` written to a temporary
+    directory named with ``prefix``."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("files", nargs="*", type=Path)
+    ap.add_argument("--random", nargs=2, type=int, metavar=("SEED", "N"))
+    args = ap.parse_args()
+    files = list(args.files) or sorted(OUT.glob("*.toml"))
+    if args.random:
+        tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        random_instances(args.random[0], args.random[1], tmp)
+        files += sorted(tmp.glob("*.toml"))
+    return files
 
 
 def main() -> None:

@@ -13,35 +13,20 @@ Usage: python benchmarks/pair_window_bound.py [FILE ...] [--random SEED N]
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
+from make_scale_instances import benchmark_files
 
 from cpsched import load_instance
 from cpsched.bounds import pair_fill_drain_bound
 from cpsched.graph import overlap_heads_tails, overlap_lower_bound, task_graph
 from cpsched.pair_window_bound import pair_window_bound
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="*", type=Path)
-    ap.add_argument("--random", nargs=2, type=int, metavar=("SEED", "N"))
-    args = ap.parse_args()
-    files = list(args.files) or sorted((ROOT / "instances" / "scale").glob("*.toml"))
-    if args.random:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from make_scale_instances import random_instances
-
-        tmp = Path(tempfile.mkdtemp(prefix="cpsched-pairs-"))
-        random_instances(args.random[0], args.random[1], tmp)
-        files += sorted(tmp.glob("*.toml"))
+    files = benchmark_files(__doc__.splitlines()[0], "cpsched-pairs-")
     rows = []
     for f in files:
         inst = load_instance(f)

@@ -42,6 +42,7 @@ from cpsched.core import HeadsTails, heads_and_tails
 from cpsched.graph import (
     build_task_graph,
     microbatch_chains,
+    nodes_by_device,
     overlap_heads_tails,
     pair_savings,
 )
@@ -214,14 +215,10 @@ def fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None, *,
     g = build_task_graph(inst) if g is None else g
     head, tail = heads_and_tails(g) if ht is None else ht
     dur = nx.get_node_attributes(g, "duration")
-    dev = nx.get_node_attributes(g, "device")
-    by_dev: dict[int, list[Action]] = {}
-    for a in g:
-        by_dev.setdefault(dev[a], []).append(a)
     limit = inst.memory_limit
     usable = limit is not None and inst.overlap_forward_backward is None
     out = []
-    for d, nodes in sorted(by_dev.items()):
+    for d, nodes in sorted(nodes_by_device(g).items()):
         if usable:
             out.append(_device_bound(inst, d, nodes, dur, head, tail, float(limit)))
         else:
@@ -389,12 +386,8 @@ def pair_fill_drain_bound(inst: Instance, g: nx.DiGraph | None = None, *,
     g = build_task_graph(inst) if g is None else g
     _, (head, tail) = overlap_heads_tails(inst, g) if relaxed is None else relaxed
     dur = nx.get_node_attributes(g, "duration")
-    dev = nx.get_node_attributes(g, "device")
-    by_dev: dict[int, list[Action]] = {}
-    for a in g:
-        by_dev.setdefault(dev[a], []).append(a)
-    return max((_pair_device_bound(inst, nodes, dur, head, tail) for nodes in by_dev.values()),
-               default=0)
+    return max((_pair_device_bound(inst, nodes, dur, head, tail)
+                for nodes in nodes_by_device(g).values()), default=0)
 
 
 def _pair_device_bound(inst: Instance, nodes: list[Action], dur: Mapping[Action, int],

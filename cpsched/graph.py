@@ -112,7 +112,7 @@ def _graph(inst: Instance, actions: Iterable[Action] | None, device_attr: str,
     return g
 
 
-def _by_device(g: nx.DiGraph) -> dict[int, list[Action]]:
+def nodes_by_device(g: nx.DiGraph) -> dict[int, list[Action]]:
     """The nodes of ``g`` per device (in node order)."""
     out: dict[int, list[Action]] = defaultdict(list)
     for a, d in g.nodes(data="device"):
@@ -143,7 +143,7 @@ def lower_bound(instance: Instance, g: nx.DiGraph | None = None, *,
     dur = nx.get_node_attributes(g, "duration")
     cp = max((head[a] + dur[a] + tail[a] for a in g), default=0)
     per_dev = []
-    by_dev = _by_device(g)
+    by_dev = nodes_by_device(g)
     for d in range(instance.p):
         nodes = by_dev.get(d)
         if not nodes:
@@ -233,7 +233,7 @@ def overlap_lower_bound(instance: Instance, g: nx.DiGraph | None = None, *,
     dur = nx.get_node_attributes(g, "duration")
     cp = max((head[a] + rel[a] + tail[a] for a in g), default=0)
     best = cp
-    for nodes in _by_device(g).values():
+    for nodes in nodes_by_device(g).values():
         work = sum(dur[a] for a in nodes) - sum(pair_savings(instance, nodes, dur))
         best = max(best, min(head[a] for a in nodes) + work + min(tail[a] for a in nodes))
     return best
@@ -335,7 +335,7 @@ def memory_buffers(instance: Instance, microbatches: Iterable[int] | None = None
 __all__ = [
     "FusedRule", "LowerBound", "build_task_graph", "dependencies", "duration",
     "fused_rule_from", "heads_and_tails", "lower_bound", "memory_buffers", "memory_scale",
-    "microbatch_chains", "overlap_heads_tails", "pair_savings",
+    "microbatch_chains", "nodes_by_device", "overlap_heads_tails", "pair_savings",
     "overlap_duration", "overlap_lower_bound", "overlap_relaxed_durations",
     "pipeline_resource_graph", "release_actions", "windows",
 ]

@@ -18,12 +18,16 @@ thing at a time, and every action of every type must be covered once::
     sum_k z[k, j] <= len(j)               one thing at a time
     sum_{k covers t} sum_j z[k, j] / dur(k) = n(t)    every action of type t, once
 
-If the LP has no solution no schedule has makespan ``C`` (*proof*: in a schedule each action
-runs alone or in one pair, inside the window of its mode; the device time of each mode per
-interval is a feasible point).  Feasibility grows with ``C``, so a bisection finds the least
-``C`` not refuted.  It ignores the memory limit and the order of microbatches (a relaxation
-of both), and is computed only with an overlap cost: without pairs it is a preemptive
-one-machine bound that §16 already dominates.
+Two more row families: *links* — the runs of a type done by ``x`` are at most those of the
+closest earlier type of the same microbatches done by ``x - lag + D`` (``lag`` the chain from
+one start to the other, ``D`` the longest mode of the earlier type) — and, under a memory
+limit, at every cut the forwards run so far minus the releases run so far hold at most the
+limit.  If the LP has no solution no schedule has makespan ``C`` (*proof*, docs/modelling.md
+§28: in a schedule each action runs alone or in one pair, inside the window of its mode; the
+device time of each mode per interval is a feasible point).  Feasibility grows with ``C``,
+so a bisection finds the least ``C`` not refuted.  It runs actions and holds activations in
+fractions (a relaxation of both), and is computed only with an overlap cost: without pairs
+it is a preemptive one-machine bound that §11, §16 and §24 dominate.
 """
 
 from __future__ import annotations
@@ -39,8 +43,14 @@ from ortools.linear_solver import pywraplp
 
 from cpsched.actions import Action, Kind
 from cpsched.core import HeadsTails
-from cpsched.graph import build_task_graph, microbatch_chains, overlap_heads_tails
+from cpsched.graph import (
+    build_task_graph,
+    microbatch_chains,
+    nodes_by_device,
+    overlap_heads_tails,
+)
 from cpsched.instance import Instance
+from cpsched.rules import release_actions
 
 #: a count the LP covers within this many actions of the total is taken as covered
 _COVER_TOLERANCE = 1e-4
@@ -137,14 +147,12 @@ def _device(inst: Instance, types: list[_Type],
 
 def _memory(inst: Instance, kind: Kind, stage: int) -> float:
     """What one action of ``kind`` at ``stage`` does to its device's memory (docs/spec.md
-    §1.5): a forward takes the stage's activation, its releases give it back."""
+    §1.5): a forward takes the stage's activation, its releases
+    (:func:`cpsched.rules.release_actions`) give their fractions of it back."""
     act = inst.activation[stage]
     if kind == Kind.F:
         return act
-    if kind == Kind.B:
-        return -act
-    r = inst.released_by_input
-    return -act * (r if kind == Kind.I else 1.0 - r)
+    return -act * sum(f for a, f in release_actions(inst, stage, 0) if a.kind == kind)
 
 
 def _modes(inst: Instance, types: list[_Type]) -> list[_Mode]:
@@ -288,10 +296,7 @@ def pair_window_bound(inst: Instance, g: nx.DiGraph | None = None, *, lower: int
     g = build_task_graph(inst) if g is None else g
     rel, (head, tail) = overlap_heads_tails(inst, g) if relaxed is None else relaxed
     dur = nx.get_node_attributes(g, "duration")
-    by_dev: dict[int, list[Action]] = {}
-    for a, d in g.nodes(data="device"):
-        by_dev.setdefault(d, []).append(a)
-    types = {d: _types(inst, nodes, dur, head, tail) for d, nodes in by_dev.items()}
+    types = {d: _types(inst, nodes, dur, head, tail) for d, nodes in nodes_by_device(g).items()}
     sources: dict[int, set[Action]] = {}  # one microbatch of each type: its chains
     for ts in types.values():
         for t in ts:
@@ -300,6 +305,7 @@ def pair_window_bound(inst: Instance, g: nx.DiGraph | None = None, *, lower: int
     chains: dict[Action, dict[Action, int]] = {}
     for mb, acts in sources.items():
         chains.update(microbatch_chains(g, mb, acts, rel))
+
     def out_of_time() -> bool:
         return (deadline is not None and time.perf_counter() > deadline) or (
             stopped is not None and stopped())

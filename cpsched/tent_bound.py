@@ -122,15 +122,17 @@ def _tents(inst: Instance, g: nx.DiGraph, dur: dict[Action, int], first: int
     return tents, anchor
 
 
-def _families(inst: Instance, g: nx.DiGraph, ht: HeadsTails) -> list[_Family]:
+def _families(inst: Instance, g: nx.DiGraph, ht: HeadsTails,
+              relaxed: tuple[dict[Action, int], HeadsTails] | None) -> list[_Family]:
     """One family per direction: the first microbatch of each (``bidirectional``: ``0`` and
     ``m // 2``) stands for all of its direction (same chains, same devices).  ``ht``: the
-    graph's heads and tails; with an overlap cost the pair-relaxed ones replace them."""
+    graph's heads and tails; with an overlap cost the pair-relaxed ones (``relaxed``, or
+    computed when None) replace them."""
     if inst.overlap_forward_backward is None:
         dur = nx.get_node_attributes(g, "duration")
         head, tail = ht
     else:
-        dur, (head, tail) = overlap_heads_tails(inst, g)
+        dur, (head, tail) = overlap_heads_tails(inst, g) if relaxed is None else relaxed
     firsts = [0, inst.m // 2] if inst.placement == "bidirectional" else [0]
     counts = [inst.m // 2, inst.m - inst.m // 2] if len(firsts) == 2 else [inst.m]
     out = []
@@ -238,7 +240,8 @@ class _TentLP:
 
 def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int, *,
                time_limit: float | None = None, max_cells: int = MAX_CELLS,
-               stopped: Callable[[], bool] = lambda: False) -> TentBound:
+               stopped: Callable[[], bool] = lambda: False,
+               relaxed: tuple[dict[Action, int], HeadsTails] | None = None) -> TentBound:
     """The tent bound (module docstring) between ``lower`` (a proven bound) and ``upper`` (a
     known makespan), ticks.
 
@@ -249,6 +252,8 @@ def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper:
             it runs out is kept.
         max_cells: most anchor cells (finer cells: a stronger, slower LP).
         stopped: whether a stop was asked for (no further LP starts).
+        relaxed: with an overlap cost, the graph's
+            :func:`cpsched.graph.overlap_heads_tails` when the caller has them.
 
     Returns:
         :class:`TentBound`; ``bound == lower`` when the bound does not apply
@@ -258,7 +263,7 @@ def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper:
     end = None if time_limit is None else t0 + time_limit
     if not applies(inst) or lower >= upper:
         return TentBound(lower, (), 0, True, 0.0)
-    families = _families(inst, g, ht)
+    families = _families(inst, g, ht, relaxed)
     devices = _devices(inst, families)
     bound, cell, complete = lower, 0, True
     # coarse cells first (fast: a bound early when time is short), then the fine ones from it

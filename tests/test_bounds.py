@@ -289,9 +289,12 @@ def test_pair_bound_below_brute_force_optimum(case: int) -> None:
           suppress_health_check=[HealthCheck.too_slow])
 @given(overlap_instances())
 def test_pair_bound_below_every_valid_schedule(inst: Instance) -> None:
-    # below every valid known schedule, and below the brute-force optimum when it is cheap
+    assert_below_every_valid_schedule(inst, pair_fill_drain_bound(inst))
 
-    bound = pair_fill_drain_bound(inst)
+
+def assert_below_every_valid_schedule(inst: Instance, bound: int) -> None:
+    """``bound`` (ticks) is below every valid known schedule of a pair instance, and below
+    the brute-force optimum when that is cheap (no limit, m <= 2, v = 1)."""
     best = None
     for name, sch in run_all(inst).items():
         if not validate(sch):

@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 from conftest import INSTANCES, make
 from hypothesis import HealthCheck, assume, given, settings
-from test_bounds import proven_optimum
+from test_bounds import assert_below_every_valid_schedule, proven_optimum
 from test_solver_overlap import TINY, brute_force, overlap_instances
 
 from cpsched.bounds import pair_fill_drain_bound
 from cpsched.graph import overlap_lower_bound
 from cpsched.instance import Instance, load_instance
 from cpsched.pair_window_bound import pair_window_bound
-from cpsched.schedules import run_all
 from cpsched.solver import solve
 from cpsched.validate import validate
 
@@ -48,14 +47,7 @@ def test_below_the_brute_force_optimum(case: int) -> None:
           suppress_health_check=[HealthCheck.too_slow])
 @given(overlap_instances())
 def test_below_every_valid_schedule(inst: Instance) -> None:
-    bound = pair_window_bound(inst)
-    best = None
-    for name, sch in run_all(inst).items():
-        if not validate(sch):
-            assert bound <= inst.ticks(sch.makespan), name
-            best = min(best or sch.makespan, sch.makespan)
-    if best is not None and inst.memory_limit is None and inst.m <= 2 and inst.v == 1:
-        assert bound <= brute_force(inst, inst.ticks(best))
+    assert_below_every_valid_schedule(inst, pair_window_bound(inst))
 
 
 @settings(max_examples=40, deadline=None, derandomize=True,

@@ -47,7 +47,7 @@ def test_applies() -> None:
     assert applies(_instance(2, 1, 4, placement="bidirectional"))
     assert applies(_instance(2, 1, 4, overlap=2.0))
     inst = _instance(2, 1, 4, limit=None)
-    lb, g, ht = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
     assert tent_bound(inst, g, ht, lb, lb + 100).bound == lb
 
 
@@ -61,7 +61,7 @@ def test_applies() -> None:
 def test_starved_loop_instances(shape: tuple[int, int, int, float], upper: float,
                                 combinatorial: float, tent: float) -> None:
     inst = _profiled(*shape)
-    lb, g, ht = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
     assert inst.from_ticks(lb) == pytest.approx(combinatorial)
     r = tent_bound(inst, g, ht, lb, inst.ticks(upper))
     assert r.complete and r.devices[0] == 0
@@ -73,7 +73,7 @@ def test_bidirectional_with_two_families() -> None:
     # combinatorial bound is 64, the tents of both directions give 69; nine devices at most
     inst = _instance(4, 1, 16, placement="bidirectional", split=False, F=1.0, I=2.0,
                      activation=1.0, limit=2.0)
-    lb, g, ht = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
     assert inst.from_ticks(lb) == 64
     r = tent_bound(inst, g, ht, lb, inst.ticks(75))
     assert r.complete and r.devices == (0, 1, 2, 3)
@@ -82,7 +82,7 @@ def test_bidirectional_with_two_families() -> None:
 
 def test_a_spent_budget_keeps_the_bound_it_started_from() -> None:
     inst = _profiled(4, 4, 8, 1)
-    lb, g, ht = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
     r = tent_bound(inst, g, ht, lb, inst.ticks(192.57), stopped=lambda: True)
     assert r.bound == lb and not r.complete
 
@@ -152,7 +152,7 @@ def _check_against_the_optimum(inst: Instance, cells: int) -> None:
     if res.status != Status.OPTIMAL:
         return
     opt = inst.ticks(res.makespan)
-    lb, g, ht = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
     r = tent_bound(inst, g, ht, 0, 3 * opt + 10, max_cells=cells)
     assert r.bound <= opt, (r, opt)
 

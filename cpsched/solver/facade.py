@@ -107,16 +107,18 @@ def combinatorial_bound(inst: Instance) -> int:
     return _bounds(inst)[0]
 
 
-def _bounds(inst: Instance) -> tuple[int, Any, Any]:
-    """:func:`combinatorial_bound`, the task graph and its heads and tails."""
+def _bounds(inst: Instance) -> tuple[int, Any, Any, Any]:
+    """:func:`combinatorial_bound`, the task graph, its heads and tails, and with an overlap
+    cost its pair-relaxed durations, heads and tails (:func:`overlap_heads_tails`; None
+    without one)."""
     g = task_graph(inst)  # the one the known schedules' lower-bound check built, if any
     ht = heads_and_tails(g)  # once for the three bounds (~0.2 s at 50k actions)
     if inst.overlap_forward_backward is not None:
-        relaxed = overlap_heads_tails(inst, g)  # once for both pair bounds
+        relaxed = overlap_heads_tails(inst, g)  # once for the pair bounds, §28's too
         return max(overlap_lower_bound(inst, g, relaxed=relaxed),
-                   pair_fill_drain_bound(inst, g, relaxed=relaxed)), g, ht
+                   pair_fill_drain_bound(inst, g, relaxed=relaxed)), g, ht, relaxed
     return max(lower_bound(inst, g, ht=ht).value, fill_drain_bound(inst, g, ht=ht)[0],
-               area_bound(inst, g, ht=ht), gate_bound(inst)), g, ht
+               area_bound(inst, g, ht=ht), gate_bound(inst)), g, ht, None
 
 
 #: share of the remaining time, and at most this many seconds, for the one-device relaxation
@@ -208,10 +210,10 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     sat_parameters(None, workers, seed, parameters)  # rejects a bad one even if no model runs
     deadline = None if time_limit is None else t0 + float(time_limit)
     candidates = _known(inst, deadline, t0) if candidates is None else candidates
-    lb, g, ht = _bounds(inst)
+    lb, g, ht, _ = bounds = _bounds(inst)
     stop = TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
-    warm, hint, horizon, lb, pre = _before_search(inst, candidates, lb, g, ht, deadline, stop)
+    warm, hint, horizon, lb, pre = _before_search(inst, candidates, bounds, deadline, stop)
     cb = Progress(inst, t0, on_progress, min(lb, horizon))
     start_horizon = horizon
     hint, horizon, windows = window_search(inst, g, hint, horizon, lb, deadline, seed,
@@ -405,16 +407,17 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
     return warm, {a.action: inst.ticks(a.start) for a in hint_rows}, horizon, pattern
 
 
-def _before_search(inst: Instance, candidates: Mapping[str, Schedule], lb: int, g: Any,
-                   ht: Any, deadline: float | None, stop: TrackedStop
-                   ) -> tuple[str, Any, int, int, dict[str, Any]]:
+def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
+                   bounds: tuple[int, Any, Any, Any], deadline: float | None,
+                   stop: TrackedStop) -> tuple[str, Any, int, int, dict[str, Any]]:
     """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound and
-    the pair window bound from ``lb`` against that horizon (docs/modelling.md §24, §28):
-    also the bound (ticks) and the ``Result.stats`` of these steps (``modulo``, ``tent``,
-    ``pair_windows``)."""
+    the pair window bound from the combinatorial one against that horizon
+    (docs/modelling.md §24, §28): also the bound (ticks) and the ``Result.stats`` of these
+    steps (``modulo``, ``tent``, ``pair_windows``).  ``bounds``: :func:`_bounds`."""
+    lb, g, ht, pair_ht = bounds
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
-    lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop)
-    lb, windows = pair_windows(inst, g, lb, horizon, deadline, stop)
+    lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop, pair_ht)
+    lb, windows = pair_windows(inst, g, pair_ht, lb, horizon, deadline, stop)
     return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents, "pair_windows": windows}
 
 

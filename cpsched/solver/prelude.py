@@ -134,43 +134,50 @@ def modulo_candidate(inst: Instance, deadline: float | None, stop: Any) -> Sched
     return modulo.modulo_schedule(inst, until, lambda: stop.requested)
 
 
+def _bound_seconds(deadline: float | None) -> float | None:
+    """Seconds for a bound's LPs: :data:`TENT_SHARE` of the time left, at most
+    :data:`TENT_MAX_SECONDS` (None without a deadline)."""
+    if deadline is None:
+        return None
+    return min(TENT_SHARE * (deadline - time.perf_counter()), TENT_MAX_SECONDS)
+
+
 def tent(inst: Instance, g: Any, ht: Any, lb: int, upper: int, deadline: float | None,
-         stop: Any) -> tuple[int, dict[str, Any] | None]:
+         stop: Any, relaxed: Any = None) -> tuple[int, dict[str, Any] | None]:
     """The tent bound (:mod:`cpsched.tent_bound`, docs/modelling.md §24) when it applies and
     a gap to ``upper`` (a known makespan, ticks) is open, within :data:`TENT_SHARE` of the
     time left (at most :data:`TENT_MAX_SECONDS`; the LPs are deterministic without a limit):
     the bound (ticks, at least ``lb``) and ``Result.stats["tent"]`` (None when it did not
-    run)."""
+    run).  ``relaxed``: with an overlap cost the graph's pair-relaxed durations, heads and
+    tails (:func:`cpsched.graph.overlap_heads_tails`), or None to compute them."""
     if not applies(inst) or lb >= upper or stop.requested:
         return lb, None
-    wall = None
-    if deadline is not None:
-        wall = min(TENT_SHARE * (deadline - time.perf_counter()), TENT_MAX_SECONDS)
-        if wall < 0.2:
-            return lb, None
-    r = tent_bound(inst, g, ht, lb, upper, time_limit=wall, stopped=lambda: stop.requested)
+    wall = _bound_seconds(deadline)
+    if wall is not None and wall < 0.2:
+        return lb, None
+    r = tent_bound(inst, g, ht, lb, upper, time_limit=wall, stopped=lambda: stop.requested,
+                   relaxed=relaxed)
     return r.bound, {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
                      "devices": list(r.devices), "cell": inst.from_ticks(r.cell),
                      "complete": r.complete, "seconds": round(r.seconds, 2)}
 
 
-def pair_windows(inst: Instance, g: Any, lb: int, upper: int, deadline: float | None,
-                 stop: Any) -> tuple[int, dict[str, Any] | None]:
+def pair_windows(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
+                 deadline: float | None, stop: Any) -> tuple[int, dict[str, Any] | None]:
     """The pair window bound (:mod:`cpsched.pair_window_bound`, docs/modelling.md §28) with
     an overlap cost and a gap to ``upper`` (a known makespan, ticks) open, within the tent
-    bound's share of the time left (:data:`TENT_SHARE`, at most :data:`TENT_MAX_SECONDS`;
-    deterministic without a limit): the bound (ticks, at least ``lb``) and
-    ``Result.stats["pair_windows"]`` (None when it did not run)."""
+    bound's share of the time left (:func:`_bound_seconds`; deterministic without a limit):
+    the bound (ticks, at least ``lb``) and ``Result.stats["pair_windows"]`` (None when it
+    did not run).  ``relaxed``: the graph's pair-relaxed durations, heads and tails
+    (:func:`cpsched.graph.overlap_heads_tails`), or None to compute them."""
     if inst.overlap_forward_backward is None or lb >= upper or stop.requested:
         return lb, None
     t = time.perf_counter()
-    until = None
-    if deadline is not None:
-        wall = min(TENT_SHARE * (deadline - t), TENT_MAX_SECONDS)
-        if wall < 0.2:
-            return lb, None
-        until = t + wall
-    bound = pair_window_bound(inst, g, lower=lb, upper=upper, deadline=until,
+    wall = _bound_seconds(deadline)
+    if wall is not None and wall < 0.2:
+        return lb, None
+    bound = pair_window_bound(inst, g, lower=lb, upper=upper, relaxed=relaxed,
+                              deadline=None if wall is None else t + wall,
                               stopped=lambda: stop.requested)
     return bound, {"bound": inst.from_ticks(bound), "before": inst.from_ticks(lb),
                    "seconds": round(time.perf_counter() - t, 2)}
