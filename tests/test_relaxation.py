@@ -74,11 +74,12 @@ def test_the_ladder_alone_reaches_a_small_relaxation_optimum() -> None:
     dur, dev = g.nodes(data="duration"), g.nodes(data="device")
     nodes = [a for a in g if dev[a] == 0]
     lags = relaxation._device_lags(inst, g, dict(dur), nodes)  # noqa: SLF001
+    device = relaxation.DeviceActions(nodes, dict(dur), dict(dur), lags)
     budget = relaxation._Budget(20, None)  # noqa: SLF001
-    lo, hi = relaxation._ladder(inst, ht, dict(dur), nodes, lags, lb, 600,  # noqa: SLF001
+    lo, hi = relaxation._ladder(inst, ht, device, lb, 600,  # noqa: SLF001
                                 budget, None, lambda: False)
     assert (lo, hi) == (585, 585) and budget.deterministic < 20
-    stopped = relaxation._ladder(inst, ht, dict(dur), nodes, lags, lb, 600,  # noqa: SLF001
+    stopped = relaxation._ladder(inst, ht, device, lb, 600,  # noqa: SLF001
                                  relaxation._Budget(20, None), None, lambda: True)  # noqa: SLF001
     assert stopped == (lb, 600)  # a stop asked for: no question is put
 
@@ -97,9 +98,6 @@ def test_relaxation_not_used_where_it_does_not_apply() -> None:
     g_inst = make(4, 1, 8)  # no memory limit
     lb, g, ht, _ = facade._bounds(g_inst)  # noqa: SLF001
     assert relaxation_bound(g_inst, g, ht, lb, lb + 50, deterministic_time=1) == (lb, [])
-    ov = make(4, 1, 8, overlap=12, limit=8)  # an overlap cost
-    lb, g, ht, _ = facade._bounds(ov)  # noqa: SLF001
-    assert relaxation_bound(ov, g, ht, lb, lb + 50, deterministic_time=1) == (lb, [])
 
 
 def test_pressured_devices_start_with_a_first_stage() -> None:

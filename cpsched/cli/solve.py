@@ -278,6 +278,10 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     if pw is not None and pw["bound"] > pw["before"]:  # docs/modelling.md §28
         say(f"pair window bound: {fmt(pw['before'])} -> {fmt(pw['bound'])} in "
             f"{pw['seconds']:g} s (F&B pairs only where both halves can run)")
+    pr = res.stats.get("pair_relaxation")
+    if pr is not None and pr["bound"] > pr["before"]:  # docs/modelling.md §29
+        say(f"one-device relaxation with pairs: {fmt(pr['before'])} -> {fmt(pr['bound'])} in "
+            f"{pr['seconds']:g} s (devices {', '.join(str(d) for d, _, _ in pr['devices'])})")
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; it starts from the warm start
         moves = ws.get("plateau_moves", 0)

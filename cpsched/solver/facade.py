@@ -36,6 +36,7 @@ from cpsched.solver.pipeline_model import PipelineModel, solution_schedule
 from cpsched.solver.prelude import (
     check_method,
     modulo_candidate,
+    pair_relaxation,
     pair_windows,
     tent,
     window_search,
@@ -410,15 +411,18 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
 def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
                    bounds: tuple[int, Any, Any, Any], deadline: float | None,
                    stop: TrackedStop) -> tuple[str, Any, int, int, dict[str, Any]]:
-    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound and
-    the pair window bound from the combinatorial one against that horizon
-    (docs/modelling.md §24, §28): also the bound (ticks) and the ``Result.stats`` of these
-    steps (``modulo``, ``tent``, ``pair_windows``).  ``bounds``: :func:`_bounds`."""
+    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound, the
+    pair window bound and the one-device relaxation with pairs from the combinatorial one
+    against that horizon (docs/modelling.md §24, §28, §29): also the bound (ticks) and the
+    ``Result.stats`` of these steps (``modulo``, ``tent``, ``pair_windows``,
+    ``pair_relaxation``).  ``bounds``: :func:`_bounds`."""
     lb, g, ht, pair_ht = bounds
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
     lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop, pair_ht)
     lb, windows = pair_windows(inst, g, pair_ht, lb, horizon, deadline, stop)
-    return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents, "pair_windows": windows}
+    lb, relaxed = pair_relaxation(inst, g, pair_ht, lb, horizon, deadline, stop)
+    return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents, "pair_windows": windows,
+                                     "pair_relaxation": relaxed}
 
 
 def _model(inst: Instance, hint: Any, horizon: int, lb: int) -> PipelineModel:

@@ -22,6 +22,7 @@ from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
 from cpsched.solver import lns
 from cpsched.solver.overlap import PairSolution
+from cpsched.solver.relaxation import relaxation_bound, relaxed_devices
 from cpsched.tent_bound import applies, tent_bound
 
 #: The solve methods: ``auto`` — on models of :data:`cpsched.solver.lns.MIN_ACTIONS` or more
@@ -51,6 +52,9 @@ MODULO_SHARE, MODULO_MIN_ACTIONS, MODULO_MIN_ACTIONS_LIMITED = 0.2, 1500, 0
 MIN_WINDOW_SECONDS, WINDOW_SETUP_SECONDS_PER_ACTION = 0.5, 4e-5
 #: share of the time left, and at most this many seconds, for the tent bound's LPs
 TENT_SHARE, TENT_MAX_SECONDS = 0.1, 15.0
+#: at most this many seconds for the one-device relaxation with pairs (within the tent
+#: bound's share), and its CP-SAT deterministic units without a time limit (reproducible)
+PAIR_RELAX_MAX_SECONDS, PAIR_RELAX_DETERMINISTIC_TIME = 5.0, 2.0
 
 
 def check_method(method: str) -> None:
@@ -183,6 +187,39 @@ def pair_windows(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
                    "seconds": round(time.perf_counter() - t, 2)}
 
 
+def pair_relaxation(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
+                    deadline: float | None, stop: Any) -> tuple[int, dict[str, Any] | None]:
+    """The one-device relaxation with overlapped pairs (docs/modelling.md §29) of the
+    devices holding a first stage (:func:`cpsched.solver.relaxation.pressured_devices`) with
+    at most :data:`cpsched.solver.relaxation.MAX_PAIR_ACTIONS` actions, with an overlap cost and
+    a gap to ``upper`` (a known makespan, ticks) open, within the tent bound's share of the
+    time left and at most :data:`PAIR_RELAX_MAX_SECONDS` (without a limit
+    :data:`PAIR_RELAX_DETERMINISTIC_TIME` units, one worker: reproducible): the bound
+    (ticks, at least ``lb``) and ``Result.stats["pair_relaxation"]`` (None when it did not
+    run).  ``relaxed``: the graph's pair-relaxed durations, heads and tails
+    (:func:`cpsched.graph.overlap_heads_tails`)."""
+    if inst.overlap_forward_backward is None or lb >= upper or stop.requested:
+        return lb, None
+    ht = relaxed[1]
+    top = 2 if inst.placement == "bidirectional" else 1
+    if not relaxed_devices(inst, g, ht, top, pairs=True):
+        return lb, None
+    t = time.perf_counter()
+    wall = _bound_seconds(deadline)
+    if wall is not None:
+        wall = min(wall, PAIR_RELAX_MAX_SECONDS)
+        if wall < 0.2:
+            return lb, None
+    units = PAIR_RELAX_DETERMINISTIC_TIME if wall is None else 4 * wall
+    bound, devices = relaxation_bound(inst, g, ht, lb, upper, deterministic_time=units,
+                                      time_limit=wall, top=top, on_solver=stop.give,
+                                      stopped=lambda: stop.requested, pairs=True)
+    return bound, {"bound": inst.from_ticks(bound), "before": inst.from_ticks(lb),
+                   "devices": [(r.device, inst.from_ticks(r.bound), r.solved)
+                               for r in devices],
+                   "seconds": round(time.perf_counter() - t, 2)}
+
+
 def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] | None:
     """``Result.stats["window_search"]``: windows solved, improvements, plateau moves,
     seconds, makespan."""
@@ -193,9 +230,11 @@ def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] |
             "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
 
 
-__all__ = ["METHODS", "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS",
+__all__ = ["METHODS", "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS", "PAIR_RELAX_DETERMINISTIC_TIME",
+           "PAIR_RELAX_MAX_SECONDS",
            "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE",
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
            "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL_PAIRS",
-           "check_method", "modulo_candidate", "pair_windows", "search_applies", "tent",
+           "check_method", "modulo_candidate", "pair_relaxation", "pair_windows",
+           "search_applies", "tent",
            "window_search", "window_setup_seconds", "window_stats"]

@@ -19,6 +19,11 @@ Minimising the relaxed makespan can stall at the bound it starts from while the 
 "makespan at most T?" is refuted at once for T above it, so a ladder of such decisions runs
 first (:func:`_ladder`, docs/modelling.md §21: p=8 v=2 m=16 profiled, limit 1: 205.073 →
 207.983 within one deterministic unit).
+
+With an overlap cost the kept device also has its F&B pairs
+(:mod:`cpsched.solver.relaxation_pairs`, docs/modelling.md §29); ``solve`` runs that version
+before the search (:func:`cpsched.solver.prelude.pair_relaxation`, ``pairs=True``) and this
+one after it.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from ortools.sat.python import cp_model
 
 from cpsched.actions import Action
 from cpsched.core import HeadsTails
-from cpsched.graph import memory_buffers, microbatch_chains
+from cpsched.graph import memory_buffers, microbatch_chains, overlap_relaxed_durations
 from cpsched.instance import Instance
 from cpsched.schedules.transforms import direction
 from cpsched.solver.constraints import (
@@ -42,9 +47,13 @@ from cpsched.solver.constraints import (
     footprint_precedence_pairs,
     memory_precedence_pairs,
 )
+from cpsched.solver.relaxation_pairs import DeviceActions, RelaxedModel, pair_relaxed_model
 
 #: Devices with more actions than this are not relaxed (the model would not be small).
 MAX_ACTIONS = 200
+#: The same for the relaxation with overlapped pairs (docs/modelling.md §29): CP-SAT solved
+#: it on devices of 24 and 36 actions within seconds, never on 48 or more (72, 96) in 40 s.
+MAX_PAIR_ACTIONS = 48
 
 
 @dataclass(frozen=True)
@@ -68,9 +77,10 @@ def _representatives(inst: Instance) -> dict[int, int]:
     return reps
 
 
-def _device_lags(inst: Instance, g: nx.DiGraph, dur: Mapping[Action, int],
+def _device_lags(inst: Instance, g: nx.DiGraph, rel: Mapping[Action, int],
                  nodes: list[Action]) -> list[tuple[Action, Action, int]]:
-    """Lags between the device's actions of each microbatch, computed once per direction."""
+    """Lags between the device's actions of each microbatch, computed once per direction
+    along chains of the durations ``rel`` (the graph's, or the pair-relaxed ones)."""
     reps = _representatives(inst)
     by_mb: dict[int, list[Action]] = {}
     for a in nodes:
@@ -78,57 +88,62 @@ def _device_lags(inst: Instance, g: nx.DiGraph, dur: Mapping[Action, int],
     rep_lags: dict[int, list[tuple[Action, Action, int]]] = {}
     for r in set(reps.values()) & set(by_mb):
         # longest chain from the end of a to the start of b, for a, b on the device
-        chains = microbatch_chains(g, r, by_mb[r])
-        rep_lags[r] = [(a, b, chains[a][b] - dur[a]) for a in by_mb[r] for b in by_mb[r]
+        chains = microbatch_chains(g, r, by_mb[r], rel)
+        rep_lags[r] = [(a, b, chains[a][b] - rel[a]) for a in by_mb[r] for b in by_mb[r]
                        if b != a and b in chains[a]]
     return [(Action(a.kind, a.stage, i), Action(b.kind, b.stage, i), lag)
             for i in by_mb for a, b, lag in rep_lags.get(reps[i], [])]
 
 
-def _memory(inst: Instance, m: cp_model.CpModel, start: Mapping[Action, cp_model.IntVar],
-            dur: Mapping[Action, int], horizon: int) -> None:
+def _memory(inst: Instance, rm: RelaxedModel, horizon: int) -> None:
     """The device's memory limit (cumulative over the live intervals of its buffers,
-    :func:`cpsched.graph.memory_buffers`) and the implied FIFO memory and footprint
-    precedences among its actions (docs/modelling.md §2, §14)."""
+    :func:`cpsched.graph.memory_buffers`, each from its ``F``'s start to its release's end)
+    and the implied FIFO memory and footprint precedences among its actions
+    (docs/modelling.md §2, §14)."""
     pool, buffers = memory_buffers(inst)
     if pool is None:
         return
+    m, start, end = rm.model, rm.start, rm.end
     ivs, amounts = [], []
     for f, rel, amount in buffers:
         if f in start:
-            end = start[rel] + dur[rel]
             size = m.new_int_var(0, horizon, "")
-            m.add(size == end - start[f])
-            ivs.append(m.new_interval_var(start[f], size, end, ""))
+            m.add(size == end[rel] - start[f])
+            ivs.append(m.new_interval_var(start[f], size, end[rel], ""))
             amounts.append(amount)
     if sum(amounts) > pool:
         m.add_cumulative(ivs, amounts, pool)
-    for f, rel in chain(memory_precedence_pairs(inst), footprint_precedence_pairs(inst)):
+    pairs = inst.overlap_forward_backward is not None
+    for f, rel in chain(memory_precedence_pairs(inst, pairs), footprint_precedence_pairs(inst)):
         if f in start and rel in start:
-            m.add(start[f] >= start[rel] + dur[rel])
+            m.add(start[f] >= end[rel])
 
 
-def _relaxed_model(inst: Instance, ht: HeadsTails, dur: Mapping[Action, int],
-                   nodes: list[Action], lags: list[tuple[Action, Action, int]], lower: int,
-                   upper: int) -> tuple[cp_model.CpModel, dict[Action, cp_model.IntVar],
-                                        cp_model.IntVar]:
-    """The relaxation of one device's ``nodes`` (durations ``dur``, ticks) as a CP-SAT model
-    whose makespan lies in ``[lower, upper]`` (ticks): the model, the start variables and the
-    makespan variable."""
+def _relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
+                   upper: int) -> RelaxedModel:
+    """The relaxation of one device (``dev``, durations in ticks) as a CP-SAT model whose
+    makespan lies in ``[lower, upper]`` (ticks), with overlapped pairs when the instance
+    has an overlap cost (:func:`cpsched.solver.relaxation_pairs.pair_relaxed_model`)."""
+    if inst.overlap_forward_backward is not None:
+        rm = pair_relaxed_model(inst, ht, dev, lower, upper)
+        _memory(inst, rm, upper)
+        return rm
     head, tail = ht
+    dur = dev.dur
     m = cp_model.CpModel()
     start = {a: m.new_int_var(head[a], max(head[a], upper - dur[a] - tail[a]), "s")
-             for a in nodes}
-    m.add_no_overlap([m.new_fixed_size_interval_var(start[a], dur[a], "") for a in nodes])
-    for a, b, lag in lags:
+             for a in dev.nodes}
+    m.add_no_overlap([m.new_fixed_size_interval_var(start[a], dur[a], "") for a in dev.nodes])
+    for a, b, lag in dev.lags:
         m.add(start[b] >= start[a] + dur[a] + lag)
     for a, nxt in fifo_pairs(inst, start):  # FIFO: docs/modelling.md §1
         m.add(start[nxt] >= start[a] + dur[a])
-    _memory(inst, m, start, dur, upper)
     makespan = m.new_int_var(lower, upper, "makespan")
-    for a in nodes:
+    for a in dev.nodes:
         m.add(makespan >= start[a] + dur[a] + tail[a])
-    return m, start, makespan
+    rm = RelaxedModel(m, dict(start), {a: start[a] + dur[a] for a in dev.nodes}, makespan)
+    _memory(inst, rm, upper)
+    return rm
 
 
 @dataclass
@@ -139,10 +154,13 @@ class _Budget:
     deterministic: float
     wall: float | None
 
-    def spend(self, solver: cp_model.CpSolver) -> None:
+    def spend(self, solver: cp_model.CpSolver, seconds: float) -> None:
+        """Take off ``solver``'s deterministic time and ``seconds`` of wall time (the
+        model's build as well as its solve: a device with pairs has thousands of candidate
+        pairs to build at every question)."""
         self.deterministic -= solver.deterministic_time
         if self.wall is not None:
-            self.wall -= solver.wall_time
+            self.wall -= seconds
 
     def left(self) -> bool:
         return self.deterministic > 1e-3 and (self.wall is None or self.wall > 0.05)
@@ -168,9 +186,8 @@ LADDER_SHARE, QUESTION_SHARE = 0.5, 0.125
 LADDER_STEPS = 64
 
 
-def _ladder(inst: Instance, ht: HeadsTails, dur: Mapping[Action, int], nodes: list[Action],
-            lags: list[tuple[Action, Action, int]], lower: int, upper: int, budget: _Budget,
-            on_solver: Callable[[cp_model.CpSolver], None] | None,
+def _ladder(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int, upper: int,
+            budget: _Budget, on_solver: Callable[[cp_model.CpSolver], None] | None,
             stopped: Callable[[], bool]) -> tuple[int, int]:
     """The makespan ladder (docs/modelling.md §21): short decision runs "a relaxed schedule
     of makespan at most ``T``?" from ``lower`` upward.  INFEASIBLE proves the relaxation's
@@ -188,15 +205,17 @@ def _ladder(inst: Instance, ht: HeadsTails, dur: Mapping[Action, int], nodes: li
     wall = None if budget.wall is None else budget.wall * QUESTION_SHARE
     while lo < hi and budget.left() and not stopped():
         t = min(hi - 1, lo + step - 1)
-        m, start, _ = _relaxed_model(inst, ht, dur, nodes, lags, lo, t)
+        began = time.perf_counter()
+        rm = _relaxed_model(inst, ht, dev, lo, t)
+        built = time.perf_counter() - began
         solver = _solver(min(budget.deterministic, units),
-                         None if wall is None else min(budget.wall, wall), on_solver)
-        code = solver.solve(m)
-        budget.spend(solver)
+                         None if wall is None else min(budget.wall - built, wall), on_solver)
+        code = solver.solve(rm.model)
+        budget.spend(solver, time.perf_counter() - began)
         if code == cp_model.INFEASIBLE:
             lo, step = t + 1, 2 * step
         elif code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            hi = max(lo, max(solver.value(start[a]) + dur[a] + tail[a] for a in nodes))
+            hi = max(lo, max(solver.value(rm.end[a]) + tail[a] for a in dev.nodes))
         elif step == 1:
             break
         else:
@@ -214,7 +233,8 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
     minimising the makespan between the ladder's ends with what is left.
 
     Args:
-        g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and tails.
+        g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and tails
+            (with an overlap cost the pair-relaxed ones, :func:`cpsched.graph.overlap_heads_tails`).
         lower, upper: a known lower bound and a known makespan (ticks); the relaxation's
             optimum is searched in between.
         on_solver: called with each ``CpSolver`` before it solves (Ctrl-C: its
@@ -226,22 +246,26 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
         ``upper``); ``solved`` when it is the relaxation's optimum.
     """
     dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
-    dev = nx.get_node_attributes(g, "device")
-    nodes = [a for a in g if dev[a] == d]
-    lags = _device_lags(inst, g, dur, nodes)
+    rel = overlap_relaxed_durations(inst, g)  # the durations themselves without pairs
+    device = nx.get_node_attributes(g, "device")
+    nodes = [a for a in g if device[a] == d]
+    dev = DeviceActions(nodes, dur, rel, _device_lags(inst, g, rel, nodes))
     budget = _Budget(deterministic_time * LADDER_SHARE,
                      None if time_limit is None else time_limit * LADDER_SHARE)
     t0 = time.perf_counter()
-    lo, hi = _ladder(inst, ht, dur, nodes, lags, lower, upper, budget, on_solver, stopped)
+    lo, hi = _ladder(inst, ht, dev, lower, upper, budget, on_solver, stopped)
     if lo >= hi or stopped():
         return DeviceRelaxation(d, min(lo, upper), lo >= hi, time.perf_counter() - t0)
     budget.deterministic += deterministic_time * (1 - LADDER_SHARE)
     if budget.wall is not None and time_limit is not None:
         budget.wall += time_limit * (1 - LADDER_SHARE)
-    m, _, makespan = _relaxed_model(inst, ht, dur, nodes, lags, lo, hi)
-    m.minimize(makespan)
-    solver = _solver(budget.deterministic, budget.wall, on_solver)
-    code = solver.solve(m)
+    began = time.perf_counter()
+    rm = _relaxed_model(inst, ht, dev, lo, hi)
+    rm.model.minimize(rm.makespan)
+    built = time.perf_counter() - began
+    solver = _solver(budget.deterministic, None if budget.wall is None else budget.wall - built,
+                     on_solver)
+    code = solver.solve(rm.model)
     seconds = time.perf_counter() - t0
     if code == cp_model.INFEASIBLE:  # no schedule below hi: hi is optimal for d
         return DeviceRelaxation(d, hi, True, seconds)
@@ -264,24 +288,29 @@ def pressured_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int) -
     return list(dict.fromkeys(first + ranked))[:top]
 
 
-def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1
-                    ) -> list[int]:
+def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1, *,
+                    pairs: bool = False) -> list[int]:
     """The devices the relaxation runs on: the ``top`` most pressured
-    (:func:`pressured_devices`) with at most :data:`MAX_ACTIONS` actions; none without a
-    memory limit or with an overlap cost."""
-    if inst.memory_limit is None or inst.overlap_forward_backward is not None:
+    (:func:`pressured_devices`) with at most :data:`MAX_ACTIONS` actions
+    (:data:`MAX_PAIR_ACTIONS` with ``pairs``).  Without
+    ``pairs`` none without a memory limit or with an overlap cost (the relaxation after the
+    search, docs/modelling.md §21); with ``pairs`` none *without* an overlap cost (the
+    relaxation with pairs before the search, limit or not, §29)."""
+    if pairs != (inst.overlap_forward_backward is not None) or (
+            not pairs and inst.memory_limit is None):
         return []
     dev = nx.get_node_attributes(g, "device")
     counts: dict[int, int] = {}
     for a in g:
         counts[dev[a]] = counts.get(dev[a], 0) + 1
-    return [d for d in pressured_devices(inst, g, ht, top) if counts.get(d, 0) <= MAX_ACTIONS]
+    most = MAX_PAIR_ACTIONS if pairs else MAX_ACTIONS
+    return [d for d in pressured_devices(inst, g, ht, top) if counts.get(d, 0) <= most]
 
 
 def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
                      *, deterministic_time: float, time_limit: float | None = None,
                      top: int = 1, on_solver: Callable[[cp_model.CpSolver], None] | None = None,
-                     stopped: Callable[[], bool] = lambda: False,
+                     stopped: Callable[[], bool] = lambda: False, pairs: bool = False,
                      ) -> tuple[int, list[DeviceRelaxation]]:
     """The best one-device relaxation bound (ticks) over the ``top`` most pressured devices
     (:func:`pressured_devices`), and each device's result.
@@ -289,9 +318,10 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
     The budget — ``deterministic_time`` (CP-SAT's deterministic units, reproducible) and
     ``time_limit`` (wall seconds, if given) — is split evenly over :func:`relaxed_devices`;
     ``lower`` is returned when there are none or ``lower >= upper``.  ``on_solver`` and
-    ``stopped`` as in :func:`relax_device`.
+    ``stopped`` as in :func:`relax_device`; ``pairs`` as in :func:`relaxed_devices` (then
+    ``ht`` are the pair-relaxed heads and tails).
     """
-    todo = [] if lower >= upper else relaxed_devices(inst, g, ht, top)
+    todo = [] if lower >= upper else relaxed_devices(inst, g, ht, top, pairs=pairs)
     out: list[DeviceRelaxation] = []
     best = lower
     for k, d in enumerate(todo):
@@ -309,5 +339,5 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
     return best, out
 
 
-__all__ = ["MAX_ACTIONS", "DeviceRelaxation", "pressured_devices", "relax_device",
-           "relaxation_bound", "relaxed_devices"]
+__all__ = ["MAX_ACTIONS", "MAX_PAIR_ACTIONS", "DeviceRelaxation", "pressured_devices",
+           "relax_device", "relaxation_bound", "relaxed_devices"]

@@ -1,0 +1,141 @@
+"""The one-device relaxation with overlapped F&B pairs (docs/modelling.md §29).
+
+The relaxation of :mod:`cpsched.solver.relaxation` keeps one device exactly and turns what the
+others do into fixed lags.  With an overlap cost the kept device may also run an ``F`` and a
+backward (``B``, or with split backward ``I`` and its ``W`` fused) of another microbatch
+together, as one pair of ``overlap_forward_backward[s_F]`` ticks — as in the full model
+(:mod:`cpsched.solver.overlap`, docs/modelling.md §15).  What the other devices do is relaxed
+with the durations no pair can beat (:func:`cpsched.graph.overlap_relaxed_durations`): their
+heads, tails and the lags between the kept device's actions are lower bounds in every schedule
+with pairs.
+
+This sees what the fluid bounds of docs/modelling.md §16.1 and §28 cannot: whole actions and
+whole pairs on the device, each microbatch's backward a round trip after its forward, and
+whole activations held under the limit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from cpsched.actions import Action, Kind
+from cpsched.core import HeadsTails
+from cpsched.instance import Instance
+from cpsched.solver.constraints import fifo_pairs
+from cpsched.solver.overlap import pair_dominated
+
+
+@dataclass(frozen=True)
+class DeviceActions:
+    """One device's actions for the relaxation: ``nodes``; ``dur`` their own durations
+    (ticks, an action alone); ``rel`` the durations no schedule can beat along a chain (the
+    pair-relaxed ones with an overlap cost, else ``dur``); ``lags`` ``(a, b, lag)``: ``b``
+    starts at least ``lag`` ticks after ``a`` ends (the longest chain between them through
+    the other devices)."""
+
+    nodes: list[Action]
+    dur: Mapping[Action, int]
+    rel: Mapping[Action, int]
+    lags: list[tuple[Action, Action, int]]
+
+
+@dataclass
+class RelaxedModel:
+    """A relaxation as a CP-SAT model: ``start`` and ``end`` of each action (variables or
+    expressions) and the ``makespan`` variable."""
+
+    model: cp_model.CpModel
+    start: dict[Action, Any]
+    end: dict[Action, Any]
+    makespan: cp_model.IntVar
+
+
+def _candidates(inst: Instance, ht: HeadsTails, dev: DeviceActions, upper: int
+                ) -> dict[tuple[Action, Action], int]:
+    """The device's candidate pairs ``(F, backward) -> pair ticks``, as in the full model
+    (:class:`cpsched.solver.overlap.OverlapTiming`): different microbatches, not dominated
+    (docs/modelling.md §15), windows that meet under ``upper``."""
+    head, tail = ht
+    ov = inst.overlap_forward_backward
+    assert ov is not None
+    bk = Kind.I if inst.split_backward else Kind.B
+    fs = [a for a in dev.nodes if a.kind == Kind.F]
+    bs = [a for a in dev.nodes if a.kind == bk]
+    out: dict[tuple[Action, Action], int] = {}
+    for f in fs:
+        dur = inst.ticks(ov[f.stage])
+        for b in bs:
+            if b.microbatch == f.microbatch:
+                continue
+            full = dev.dur[b] + (dev.dur[Action(Kind.W, b.stage, b.microbatch)]
+                                 if inst.split_backward else 0)
+            if pair_dominated(dur, dev.dur[f], full):
+                continue
+            lo = max(head[f], head[b])
+            if lo + dur > upper - max(tail[f], tail[b]):
+                continue
+            out[(f, b)] = dur
+    return out
+
+
+def pair_relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
+                       upper: int) -> RelaxedModel:
+    """The device's relaxation with overlapped pairs (module docstring) as a CP-SAT model
+    whose makespan lies in ``[lower, upper]`` (ticks); no objective.  Memory (the live
+    intervals, end at the release's end) is added by the caller."""
+    head, tail = ht
+    m = cp_model.CpModel()
+    start: dict[Action, Any] = {}
+    end: dict[Action, Any] = {}
+    solo: dict[Action, Any] = {}
+    intervals: list[cp_model.IntervalVar] = []
+    for a in dev.nodes:
+        end_hi = max(head[a] + dev.rel[a], upper - tail[a])
+        start_hi = end_hi if a.kind == Kind.W else end_hi - dev.rel[a]
+        start[a] = m.new_int_var(head[a], max(head[a], start_hi), "")
+        end[a] = m.new_int_var(head[a] + dev.rel[a], end_hi, "")
+        if a.kind != Kind.W:
+            solo[a] = m.new_bool_var("")
+    for a in dev.nodes:
+        if a.kind == Kind.W:
+            solo[a] = solo.get(Action(Kind.I, a.stage, a.microbatch), True)
+        if dev.dur[a] > 0:
+            intervals.append(m.new_optional_fixed_size_interval_var(
+                start[a], dev.dur[a], solo[a], ""))
+    members: dict[Action, list[tuple[Any, int]]] = defaultdict(list)
+    for (f, b), dur in _candidates(inst, ht, dev, upper).items():
+        x = m.new_bool_var("")
+        if dur > 0:
+            intervals.append(m.new_optional_fixed_size_interval_var(start[f], dur, x, ""))
+        m.add(start[b] == start[f]).only_enforce_if(x)
+        members[f].append((x, dur))
+        members[b].append((x, dur))
+    for a in dev.nodes:
+        d = dev.dur[a]
+        if a.kind == Kind.W:
+            i = Action(Kind.I, a.stage, a.microbatch)
+            m.add(end[a] == start[a] + d * solo[a])
+            if i in end:
+                m.add(start[a] == end[i]).only_enforce_if(~solo[a])
+            continue
+        m.add_exactly_one([solo[a]] + [x for x, _ in members[a]])
+        m.add(end[a] == start[a] + d * solo[a] + sum(dur * x for x, dur in members[a]))
+    m.add_no_overlap(intervals)
+    for a, b, lag in dev.lags:
+        m.add(start[b] >= end[a] + lag)
+    for a, nxt in fifo_pairs(inst, start):  # FIFO: docs/modelling.md §1, §15
+        c = m.add(start[nxt] >= end[a])
+        if a.kind == Kind.W:
+            c.only_enforce_if([solo[a], solo[nxt]])
+    makespan = m.new_int_var(lower, upper, "makespan")
+    for a in dev.nodes:
+        m.add(makespan >= end[a] + tail[a])
+    return RelaxedModel(m, start, end, makespan)
+
+
+__all__ = ["DeviceActions", "RelaxedModel", "pair_relaxed_model"]
