@@ -149,6 +149,32 @@ def random_instances(seed: int, n: int, out: Path) -> list[str]:
     return names
 
 
+def small_pair_instances(seed: int, n: int, out: Path) -> list[str]:
+    """Write ``n`` small random bidirectional instances with overlapped pairs (p 4 or 6,
+    m 2p or 4p, split backward, the random costs and pairs of :func:`random_instances`,
+    activation 1, no limit or 1F1B's or V-Half's) drawn with ``seed`` to ``out``; returns
+    their names (docs/modelling.md §29: ``b1-0`` is ``tests/data/b1-0-bidirectional-pairs``)."""
+    rng = random.Random(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    names = []
+    for k in range(n):
+        p = rng.choice([4, 6])
+        m = rng.choice([2 * p, 4 * p])
+        kind = rng.choice(["uniform", "profiled", "random"])
+        costs = _random_costs(rng, p, True, kind)
+        costs["overlap_forward_backward"] = _overlap(rng, p, costs)
+        memory: dict[str, Any] = {"activation": 1.0}
+        level = rng.choice(["none", "1f1b", "vhalf"])
+        if level != "none":
+            memory["limit"] = round(float({"1f1b": p, "vhalf": (p + 2) / 2}[level]), 2)
+        name = f"b{seed}-{k}-p{p}-m{m}-{kind}-{level}"
+        write(name, "small", {"devices": p, "stages_per_device": 1, "microbatches": m,
+                              "placement": "bidirectional", "split_backward": True},
+              costs, memory, out)
+        names.append(name)
+    return names
+
+
 def benchmark_files(description: str, prefix: str) -> list[Path]:
     """The instances a benchmark script runs on, from its command line ``[FILE ...]
     [--random SEED N]``: the files given, or the shipped scale set (``instances/scale``);
