@@ -98,6 +98,9 @@ def test_relaxation_not_used_where_it_does_not_apply() -> None:
     g_inst = make(4, 1, 8)  # no memory limit
     lb, g, ht, _ = facade._bounds(g_inst)  # noqa: SLF001
     assert relaxation_bound(g_inst, g, ht, lb, lb + 50, deterministic_time=1) == (lb, [])
+    ov = make(4, 1, 8, overlap=12, limit=8)  # an overlap cost: only before the search (§29)
+    lb, g, ht, _ = facade._bounds(ov)  # noqa: SLF001
+    assert relaxation_bound(ov, g, ht, lb, lb + 50, deterministic_time=1) == (lb, [])
 
 
 def test_pressured_devices_start_with_a_first_stage() -> None:
