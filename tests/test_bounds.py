@@ -6,6 +6,8 @@ path, head + work + tail), so a wrong memory bound cannot have helped prove it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import networkx as nx
 import pytest
 from conftest import INSTANCES, make
@@ -49,6 +51,15 @@ def proven_optimum(inst: Instance) -> int | None:
         return None
     value = round(solver.objective_value)
     return value if solver.best_objective_bound >= value - 1e-9 else None
+
+
+def assert_below_a_proven_optimum(inst: Instance, bound: Callable[[int], int]) -> None:
+    """``bound(optimum)`` (ticks; the optimum may serve as its upper end) is at most the
+    optimum CP-SAT proves with the plain bound only (:func:`proven_optimum`); an example
+    without a proof is rejected (``assume``)."""
+    opt = proven_optimum(inst)
+    assume(opt is not None)
+    assert bound(opt) <= opt
 
 
 def test_fractional_knapsack() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from conftest import make
-from hypothesis import HealthCheck, assume, given, settings
-from test_bounds import assert_below_every_valid_schedule, proven_optimum
+from hypothesis import HealthCheck, given, settings
+from test_bounds import assert_below_a_proven_optimum, assert_below_every_valid_schedule
 from test_solver_overlap import TINY, brute_force, overlap_instances
 
 import cpsched.solver.facade as facade
@@ -52,9 +52,7 @@ def test_below_every_valid_schedule(inst: Instance) -> None:
 @given(overlap_instances())
 def test_below_a_proven_optimum(inst: Instance) -> None:
     # CP-SAT's proof uses only §4.3's bound, never this one
-    opt = proven_optimum(inst)
-    assume(opt is not None)
-    assert max(_relax_all(inst, opt)) <= opt
+    assert_below_a_proven_optimum(inst, lambda opt: max(_relax_all(inst, opt)))
 
 
 def test_whole_pairs_and_activations_on_a_small_bidirectional_instance() -> None:

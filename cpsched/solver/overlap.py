@@ -27,7 +27,7 @@ then not a bound over all schedules.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,38 @@ def pair_dominated(pair: int, forward: int, full_backward: int) -> bool:
     (docs/modelling.md §15).  The full model and the window search skip such candidates
     unless the warm start already has the pair."""
     return pair >= forward + full_backward
+
+
+def pair_candidates(inst: Instance, forwards: Iterable[Action], backwards: Sequence[Action],
+                    duration: Callable[[Action], int], head: Mapping[Action, int],
+                    tail: Mapping[Action, int], rel: Mapping[Action, int], horizon: int,
+                    forced: Collection[Pair] = ()) -> dict[Pair, int]:
+    """The candidate F&B pairs of one device, ``(F, B or I) -> pair ticks``: an ``F`` of
+    ``forwards`` with a backward of ``backwards`` of another microbatch (same microbatch =
+    a path in the task graph), not dominated (:func:`pair_dominated`; with split backward
+    the full backward is ``I`` plus its ``W``), whose windows meet under ``horizon`` (ticks,
+    heads and tails the pair-relaxed ones, ``rel`` the pair-relaxed durations).  ``forced``
+    pairs are kept whatever their cost or windows (a warm start's)."""
+    ov = inst.overlap_forward_backward
+    if ov is None:
+        raise ValueError("costs.overlap_forward_backward: needed for overlapped pairs")
+    out: dict[Pair, int] = {}
+    for f in forwards:
+        dur = inst.ticks(ov[f.stage])
+        for b in backwards:
+            if f.microbatch == b.microbatch:
+                continue  # F(s, i) precedes every backward of microbatch i
+            if (f, b) not in forced:
+                full = duration(b) + (duration(Action(Kind.W, b.stage, b.microbatch))
+                                      if inst.split_backward else 0)
+                if pair_dominated(dur, duration(f), full):
+                    continue
+                lo = max(head[f], head[b])
+                hi = min(horizon - tail[f] - rel[f], horizon - tail[b] - rel[b])
+                if lo > hi or lo + dur > horizon - max(tail[f], tail[b]):
+                    continue
+            out[(f, b)] = dur
+    return out
 
 
 @dataclass
@@ -182,18 +214,9 @@ class OverlapTiming:
             m.add(self.endv[t] == self.start[t] + d * self.solo[t]
                   + sum(dur * x for x, dur in members[t]))
 
-    def _full_backward(self, b: Action) -> int:
-        d = self.rg.duration(b)
-        if self.inst.split_backward:
-            d += self.rg.duration(Action(Kind.W, b.stage, b.microbatch))
-        return d
-
     def _candidates(self, head: Mapping[Task, int], tail: Mapping[Task, int],
                     rel: Mapping[Task, int]) -> dict[Pair, int]:
-        inst, H = self.inst, self.horizon
-        ov = inst.overlap_forward_backward
-        if ov is None:
-            raise ValueError("costs.overlap_forward_backward: needed for overlapped pairs")
+        inst = self.inst
         bk = Kind.I if inst.split_backward else Kind.B
         fs: dict[Any, list[Action]] = defaultdict(list)
         bs: dict[Any, list[Action]] = defaultdict(list)
@@ -202,19 +225,8 @@ class OverlapTiming:
                 (fs if t.kind == Kind.F else bs)[self.rg.resource(t)].append(t)
         cands: dict[Pair, int] = {}
         for dev, flist in fs.items():
-            for f in flist:
-                dur = inst.ticks(ov[f.stage])
-                for b in bs[dev]:
-                    if f.microbatch == b.microbatch:
-                        continue  # F(s, i) precedes every backward of microbatch i
-                    if (f, b) not in self.forced_pairs:
-                        if pair_dominated(dur, self.rg.duration(f), self._full_backward(b)):
-                            continue
-                        lo = max(head[f], head[b])
-                        hi = min(H - tail[f] - rel[f], H - tail[b] - rel[b])
-                        if lo > hi or lo + dur > H - max(tail[f], tail[b]):
-                            continue
-                    cands[(f, b)] = dur
+            cands |= pair_candidates(inst, flist, bs[dev], self.rg.duration, head, tail, rel,
+                                     self.horizon, self.forced_pairs)
         self.candidate_pairs = len(cands)
         if len(cands) <= self.max_pairs:
             return cands

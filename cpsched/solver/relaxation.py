@@ -124,10 +124,16 @@ def _relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: in
     """The relaxation of one device (``dev``, durations in ticks) as a CP-SAT model whose
     makespan lies in ``[lower, upper]`` (ticks), with overlapped pairs when the instance
     has an overlap cost (:func:`cpsched.solver.relaxation_pairs.pair_relaxed_model`)."""
-    if inst.overlap_forward_backward is not None:
-        rm = pair_relaxed_model(inst, ht, dev, lower, upper)
-        _memory(inst, rm, upper)
-        return rm
+    rm = (_plain_model(inst, ht, dev, lower, upper) if inst.overlap_forward_backward is None
+          else pair_relaxed_model(inst, ht, dev, lower, upper))
+    _memory(inst, rm, upper)
+    return rm
+
+
+def _plain_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
+                 upper: int) -> RelaxedModel:
+    """The relaxation without pairs (:func:`_relaxed_model`) before its memory: every action
+    alone, ends ``start + duration``."""
     head, tail = ht
     dur = dev.dur
     m = cp_model.CpModel()
@@ -141,9 +147,7 @@ def _relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: in
     makespan = m.new_int_var(lower, upper, "makespan")
     for a in dev.nodes:
         m.add(makespan >= start[a] + dur[a] + tail[a])
-    rm = RelaxedModel(m, dict(start), {a: start[a] + dur[a] for a in dev.nodes}, makespan)
-    _memory(inst, rm, upper)
-    return rm
+    return RelaxedModel(m, dict(start), {a: start[a] + dur[a] for a in dev.nodes}, makespan)
 
 
 @dataclass

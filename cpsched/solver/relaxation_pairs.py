@@ -27,7 +27,7 @@ from cpsched.actions import Action, Kind
 from cpsched.core import HeadsTails
 from cpsched.instance import Instance
 from cpsched.solver.constraints import fifo_pairs
-from cpsched.solver.overlap import pair_dominated
+from cpsched.solver.overlap import pair_candidates
 
 
 @dataclass(frozen=True)
@@ -55,34 +55,6 @@ class RelaxedModel:
     makespan: cp_model.IntVar
 
 
-def _candidates(inst: Instance, ht: HeadsTails, dev: DeviceActions, upper: int
-                ) -> dict[tuple[Action, Action], int]:
-    """The device's candidate pairs ``(F, backward) -> pair ticks``, as in the full model
-    (:class:`cpsched.solver.overlap.OverlapTiming`): different microbatches, not dominated
-    (docs/modelling.md §15), windows that meet under ``upper``."""
-    head, tail = ht
-    ov = inst.overlap_forward_backward
-    assert ov is not None
-    bk = Kind.I if inst.split_backward else Kind.B
-    fs = [a for a in dev.nodes if a.kind == Kind.F]
-    bs = [a for a in dev.nodes if a.kind == bk]
-    out: dict[tuple[Action, Action], int] = {}
-    for f in fs:
-        dur = inst.ticks(ov[f.stage])
-        for b in bs:
-            if b.microbatch == f.microbatch:
-                continue
-            full = dev.dur[b] + (dev.dur[Action(Kind.W, b.stage, b.microbatch)]
-                                 if inst.split_backward else 0)
-            if pair_dominated(dur, dev.dur[f], full):
-                continue
-            lo = max(head[f], head[b])
-            if lo + dur > upper - max(tail[f], tail[b]):
-                continue
-            out[(f, b)] = dur
-    return out
-
-
 def pair_relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
                        upper: int) -> RelaxedModel:
     """The device's relaxation with overlapped pairs (module docstring) as a CP-SAT model
@@ -108,7 +80,11 @@ def pair_relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower
             intervals.append(m.new_optional_fixed_size_interval_var(
                 start[a], dev.dur[a], solo[a], ""))
     members: dict[Action, list[tuple[Any, int]]] = defaultdict(list)
-    for (f, b), dur in _candidates(inst, ht, dev, upper).items():
+    bk = Kind.I if inst.split_backward else Kind.B
+    candidates = pair_candidates(inst, [a for a in dev.nodes if a.kind == Kind.F],
+                                 [a for a in dev.nodes if a.kind == bk], dev.dur.__getitem__,
+                                 head, tail, dev.rel, upper)
+    for (f, b), dur in candidates.items():
         x = m.new_bool_var("")
         if dur > 0:
             intervals.append(m.new_optional_fixed_size_interval_var(start[f], dur, x, ""))
