@@ -33,7 +33,7 @@ from cpsched.solver.relaxation import relax_device
 def row(path: Path, units: float) -> dict[str, object]:
     """One table row: ``path``'s bounds and each first-stage device's relaxation."""
     inst = load_instance(path)
-    lb, g, _, relaxed = facade._bounds(inst)  # noqa: SLF001
+    lb, g, _, relaxed, _ = facade._bounds(inst)  # noqa: SLF001
     upper = min(inst.ticks(s.makespan) for s in run_all(inst).values() if not validate(s))
     pw = pair_window_bound(inst, g, lower=lb, upper=upper, relaxed=relaxed)
     out: dict[str, object] = {"instance": inst.name, "known": inst.from_ticks(upper),

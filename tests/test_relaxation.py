@@ -24,7 +24,7 @@ def _without_relaxation(monkeypatch: pytest.MonkeyPatch, inst: Instance) -> faca
 
 
 def _relax_all(inst: Instance, upper: int) -> list[int]:
-    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _, _ = facade._bounds(inst)  # noqa: SLF001
     return [relax_device(inst, g, ht, d, 0, upper, deterministic_time=5).bound
             for d in range(inst.p)]
 
@@ -37,7 +37,7 @@ def test_relaxation_proves_what_the_other_bounds_miss(monkeypatch: pytest.Monkey
     assert facade.combinatorial_bound(inst) == 550
     full = _without_relaxation(monkeypatch, inst)
     assert full.status == "OPTIMAL" and full.makespan == 585
-    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _, _ = facade._bounds(inst)  # noqa: SLF001
     r = relax_device(inst, g, ht, 0, lb, 600, deterministic_time=20)
     assert r.solved and r.bound == 585
 
@@ -62,7 +62,7 @@ def test_the_ladder_lifts_the_bound_where_minimising_is_stuck() -> None:
     # above the bound are proven infeasible at once: within one deterministic unit the
     # ladder reaches 207.983 (docs/modelling.md §21)
     inst = _profiled_p8_v2_m16()
-    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _, _ = facade._bounds(inst)  # noqa: SLF001
     assert inst.from_ticks(lb) == pytest.approx(205.073)
     r = relax_device(inst, g, ht, 0, lb, inst.ticks(229.96), deterministic_time=1)
     assert inst.ticks(207) <= r.bound <= inst.ticks(213.994)
@@ -70,7 +70,7 @@ def test_the_ladder_lifts_the_bound_where_minimising_is_stuck() -> None:
 
 def test_the_ladder_alone_reaches_a_small_relaxation_optimum() -> None:
     inst = make(3, 2, 12, limit=3)  # device 0's relaxation optimum: 585 (test above)
-    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _, _ = facade._bounds(inst)  # noqa: SLF001
     dur, dev = g.nodes(data="duration"), g.nodes(data="device")
     nodes = [a for a in g if dev[a] == 0]
     lags = relaxation._device_lags(inst, g, dict(dur), nodes)  # noqa: SLF001
@@ -96,19 +96,19 @@ def test_solve_reports_the_relaxation_it_used() -> None:
 
 def test_relaxation_not_used_where_it_does_not_apply() -> None:
     g_inst = make(4, 1, 8)  # no memory limit
-    lb, g, ht, _ = facade._bounds(g_inst)  # noqa: SLF001
+    lb, g, ht, _, _ = facade._bounds(g_inst)  # noqa: SLF001
     assert relaxation_bound(g_inst, g, ht, lb, lb + 50, deterministic_time=1) == (lb, [])
     ov = make(4, 1, 8, overlap=12, limit=8)  # an overlap cost: only before the search (§29)
-    lb, g, ht, _ = facade._bounds(ov)  # noqa: SLF001
+    lb, g, ht, _, _ = facade._bounds(ov)  # noqa: SLF001
     assert relaxation_bound(ov, g, ht, lb, lb + 50, deterministic_time=1) == (lb, [])
 
 
 def test_pressured_devices_start_with_a_first_stage() -> None:
     inst = make(4, 2, 8, limit=4)
-    lb, g, ht, _ = facade._bounds(inst)  # noqa: SLF001
+    lb, g, ht, _, _ = facade._bounds(inst)  # noqa: SLF001
     assert pressured_devices(inst, g, ht, 2)[0] == 0
     bi = make(4, 1, 8, placement="bidirectional", limit=8)
-    lb, g, ht, _ = facade._bounds(bi)  # noqa: SLF001
+    lb, g, ht, _, _ = facade._bounds(bi)  # noqa: SLF001
     assert pressured_devices(bi, g, ht, 2) == [0, 3]
 
 

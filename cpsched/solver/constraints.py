@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
+from itertools import chain
 from typing import Any, Protocol
 
+import networkx as nx
 from ortools.sat.python import cp_model
 
 from cpsched.actions import Action, Kind
-from cpsched.core import ResourceGraph
+from cpsched.core import HeadsTails, ResourceGraph
 from cpsched.graph import release_actions
 from cpsched.instance import Instance
 from cpsched.schedules.transforms import direction
@@ -178,6 +180,66 @@ def footprint_precedences(m: GraphModel) -> None:
         return
     for f, rel in footprint_precedence_pairs(inst):
         m.model.add(t.start[f] >= t.end(rel))
+
+
+def ordered_heads_tails(inst: Instance, g: nx.DiGraph,
+                        dur: Mapping[Action, int] | None = None) -> HeadsTails:
+    """Heads and tails (ticks) of ``g``'s actions in every FIFO schedule: the longest chains
+    through the dependencies *and* the implied order — FIFO (:func:`fifo_pairs`), the memory
+    precedences (:func:`memory_precedence_pairs`) and the footprint precedences
+    (:func:`footprint_precedence_pairs`), each ``start >= end`` (docs/modelling.md §30).
+
+    Args:
+        g: the task graph (:func:`cpsched.graph.build_task_graph`): ``duration`` per node,
+            ``lag`` per edge.
+        dur: the durations along chains (with an overlap cost the pair-relaxed ones,
+            :func:`cpsched.graph.overlap_relaxed_durations`); default the graph's.
+
+    Returns:
+        ``(head, tail)`` as :func:`cpsched.core.heads_and_tails`, each at least the plain
+        one.  Since some optimal schedule is FIFO (§1) and every FIFO schedule keeps these
+        orders (§2, §14), bounds built from them are lower bounds on the optimum.  With an
+        overlap cost ``W``'s FIFO is left out (a fused ``W`` ends with its pair), so nothing
+        but its ``I`` precedes a ``W`` and ``end(W) >= head(W) + dur(W)`` holds along it.
+
+    Raises:
+        networkx.NetworkXUnfeasible: the orders form a cycle (the memory limit cannot hold).
+    """
+    dur = nx.get_node_attributes(g, "duration") if dur is None else dur
+    pairs = inst.overlap_forward_backward is not None
+    succ: dict[Action, list[tuple[Action, int]]] = {
+        a: [(b, e["lag"]) for b, e in g._succ[a].items()] for a in g}  # noqa: SLF001
+    for a, nxt in fifo_pairs(inst, succ):
+        if not (pairs and a.kind == Kind.W):
+            succ[a].append((nxt, 0))
+    for f, rel in chain(memory_precedence_pairs(inst, pairs), footprint_precedence_pairs(inst)):
+        if f in succ and rel in succ:
+            succ[rel].append((f, 0))
+    indeg = dict.fromkeys(succ, 0)
+    for outs in succ.values():
+        for b, _ in outs:
+            indeg[b] += 1
+    order = [a for a, k in indeg.items() if k == 0]
+    for a in order:  # Kahn's algorithm (the list grows while it is read)
+        for b, _ in succ[a]:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                order.append(b)
+    if len(order) < len(succ):
+        raise nx.NetworkXUnfeasible("the implied orders form a cycle")
+    head = dict.fromkeys(order, 0)
+    for a in order:
+        end = head[a] + dur[a]
+        for b, lag in succ[a]:
+            if end + lag > head[b]:
+                head[b] = end + lag
+    tail = dict.fromkeys(order, 0)
+    for a in reversed(order):
+        t = 0
+        for b, lag in succ[a]:
+            t = max(t, lag + dur[b] + tail[b])
+        tail[a] = t
+    return head, tail
 
 
 #: The general model of a resource graph (docs/modelling.md §13).

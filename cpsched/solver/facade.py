@@ -31,6 +31,7 @@ from cpsched.graph import (
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
 from cpsched.solver import isolated, lns
+from cpsched.solver.constraints import ordered_heads_tails
 from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel, solution_schedule
 from cpsched.solver.prelude import (
@@ -108,18 +109,24 @@ def combinatorial_bound(inst: Instance) -> int:
     return _bounds(inst)[0]
 
 
-def _bounds(inst: Instance) -> tuple[int, Any, Any, Any]:
-    """:func:`combinatorial_bound`, the task graph, its heads and tails, and with an overlap
+def _bounds(inst: Instance) -> tuple[int, Any, Any, Any, Any]:
+    """:func:`combinatorial_bound`, the task graph, its heads and tails, with an overlap
     cost its pair-relaxed durations, heads and tails (:func:`overlap_heads_tails`; None
-    without one)."""
+    without one), and under a memory limit the heads and tails with the implied orders
+    (:func:`ordered_heads_tails`, docs/modelling.md §30; pair-relaxed with an overlap cost;
+    else the plain ones): per-action values, for the critical path and per-device bound and
+    for the one-device relaxations only (§30 says where not)."""
     g = task_graph(inst)  # the one the known schedules' lower-bound check built, if any
     ht = heads_and_tails(g)  # once for the three bounds (~0.2 s at 50k actions)
     if inst.overlap_forward_backward is not None:
         relaxed = overlap_heads_tails(inst, g)  # once for the pair bounds, §28's too
-        return max(overlap_lower_bound(inst, g, relaxed=relaxed),
-                   pair_fill_drain_bound(inst, g, relaxed=relaxed)), g, ht, relaxed
-    return max(lower_bound(inst, g, ht=ht).value, fill_drain_bound(inst, g, ht=ht)[0],
-               area_bound(inst, g, ht=ht), gate_bound(inst)), g, ht, None
+        ordered = relaxed[1] if inst.memory_limit is None else ordered_heads_tails(
+            inst, g, relaxed[0])
+        return max(overlap_lower_bound(inst, g, relaxed=(relaxed[0], ordered)),
+                   pair_fill_drain_bound(inst, g, relaxed=relaxed)), g, ht, relaxed, ordered
+    ordered = ht if inst.memory_limit is None else ordered_heads_tails(inst, g)
+    return max(lower_bound(inst, g, ht=ordered).value, fill_drain_bound(inst, g, ht=ht)[0],
+               area_bound(inst, g, ht=ht), gate_bound(inst)), g, ht, None, ordered
 
 
 #: share of the remaining time, and at most this many seconds, for the one-device relaxation
@@ -211,7 +218,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     sat_parameters(None, workers, seed, parameters)  # rejects a bad one even if no model runs
     deadline = None if time_limit is None else t0 + float(time_limit)
     candidates = _known(inst, deadline, t0) if candidates is None else candidates
-    lb, g, ht, _ = bounds = _bounds(inst)
+    lb, g, _, _, ht = bounds = _bounds(inst)  # ht: the ordered heads and tails (§30)
     stop = TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
     warm, hint, horizon, lb, pre = _before_search(inst, candidates, bounds, deadline, stop)
@@ -409,18 +416,19 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
 
 
 def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
-                   bounds: tuple[int, Any, Any, Any], deadline: float | None,
+                   bounds: tuple[int, Any, Any, Any, Any], deadline: float | None,
                    stop: TrackedStop) -> tuple[str, Any, int, int, dict[str, Any]]:
     """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound, the
     pair window bound and the one-device relaxation with pairs from the combinatorial one
     against that horizon (docs/modelling.md §24, §28, §29): also the bound (ticks) and the
     ``Result.stats`` of these steps (``modulo``, ``tent``, ``pair_windows``,
     ``pair_relaxation``).  ``bounds``: :func:`_bounds`."""
-    lb, g, ht, pair_ht = bounds
+    lb, g, ht, pair_ht, ordered = bounds
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
     lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop, pair_ht)
     lb, windows = pair_windows(inst, g, pair_ht, lb, horizon, deadline, stop)
-    lb, relaxed = pair_relaxation(inst, g, pair_ht, lb, horizon, deadline, stop)
+    lb, relaxed = pair_relaxation(inst, g, pair_ht and (pair_ht[0], ordered), lb, horizon,
+                                  deadline, stop)
     return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents, "pair_windows": windows,
                                      "pair_relaxation": relaxed}
 
