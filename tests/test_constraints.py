@@ -94,10 +94,10 @@ def test_without_a_limit_only_fifo_is_added() -> None:
     # FIFO alone: F(0, i) waits for F(0, i - 1) on device 0, so head F(0, 3) = 3 F; the
     # critical path is unchanged (a device's own work already counts it)
     inst = make(2, 1, 4, F=1, B=2)
-    g, _, (head0, _), (head, _) = _both(inst)
+    g, _, (head0, _), ordered = _both(inst)
     f3 = next(a for a in g if a.kind.value == "F" and a.stage == 0 and a.microbatch == 3)
-    assert head0[f3] == 0 and inst.from_ticks(head[f3]) == 3
-    assert lower_bound(inst, g, ht=(head, _both(inst)[3][1])).value == lower_bound(inst).value
+    assert head0[f3] == 0 and inst.from_ticks(ordered[0][f3]) == 3
+    assert lower_bound(inst, g, ht=ordered).value == lower_bound(inst).value
 
 
 def test_memory_limit_known_value() -> None:
@@ -113,7 +113,7 @@ def test_memory_limit_known_value() -> None:
 
 
 @pytest.mark.parametrize("pairs", [False, True])
-def test_solve_reports_the_ordered_bound(pairs: bool) -> None:
+def test_the_combinatorial_bound_with_and_without_pairs(pairs: bool) -> None:
     # the same instance with an overlap cost (pairs never save here: F + B = 3 <= 3)
     inst = make(2, 1, 6, F=1, B=2, limit=1, overlap=3.0 if pairs else None)
     assert inst.from_ticks(combinatorial_bound(inst)) == 36

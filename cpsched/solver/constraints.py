@@ -20,7 +20,7 @@ import networkx as nx
 from ortools.sat.python import cp_model
 
 from cpsched.actions import Action, Kind
-from cpsched.core import HeadsTails, ResourceGraph
+from cpsched.core import HeadsTails, ResourceGraph, heads_and_tails
 from cpsched.graph import release_actions
 from cpsched.instance import Instance
 from cpsched.schedules.transforms import direction
@@ -203,43 +203,20 @@ def ordered_heads_tails(inst: Instance, g: nx.DiGraph,
         but its ``I`` precedes a ``W`` and ``end(W) >= head(W) + dur(W)`` holds along it.
 
     Raises:
-        networkx.NetworkXUnfeasible: the orders form a cycle (the memory limit cannot hold).
+        networkx.NetworkXUnfeasible: the orders form a cycle (:func:`cpsched.core.heads_and_tails`;
+            the memory limit cannot hold).
     """
-    dur = nx.get_node_attributes(g, "duration") if dur is None else dur
     pairs = inst.overlap_forward_backward is not None
-    succ: dict[Action, list[tuple[Action, int]]] = {
-        a: [(b, e["lag"]) for b, e in g._succ[a].items()] for a in g}  # noqa: SLF001
-    for a, nxt in fifo_pairs(inst, succ):
-        if not (pairs and a.kind == Kind.W):
-            succ[a].append((nxt, 0))
-    for f, rel in chain(memory_precedence_pairs(inst, pairs), footprint_precedence_pairs(inst)):
-        if f in succ and rel in succ:
-            succ[rel].append((f, 0))
-    indeg = dict.fromkeys(succ, 0)
-    for outs in succ.values():
-        for b, _ in outs:
-            indeg[b] += 1
-    order = [a for a, k in indeg.items() if k == 0]
-    for a in order:  # Kahn's algorithm (the list grows while it is read)
-        for b, _ in succ[a]:
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                order.append(b)
-    if len(order) < len(succ):
-        raise nx.NetworkXUnfeasible("the implied orders form a cycle")
-    head = dict.fromkeys(order, 0)
-    for a in order:
-        end = head[a] + dur[a]
-        for b, lag in succ[a]:
-            if end + lag > head[b]:
-                head[b] = end + lag
-    tail = dict.fromkeys(order, 0)
-    for a in reversed(order):
-        t = 0
-        for b, lag in succ[a]:
-            t = max(t, lag + dur[b] + tail[b])
-        tail[a] = t
-    return head, tail
+    h = g.copy()
+    if dur is not None:
+        nx.set_node_attributes(h, dur, "duration")
+    implied = chain(((a, nxt) for a, nxt in fifo_pairs(inst, g)
+                     if not (pairs and a.kind == Kind.W)),
+                    ((rel, f) for f, rel in chain(memory_precedence_pairs(inst, pairs),
+                                                  footprint_precedence_pairs(inst))
+                     if f in g and rel in g))
+    h.add_edges_from(((u, v) for u, v in implied if not g.has_edge(u, v)), lag=0)
+    return heads_and_tails(h)
 
 
 #: The general model of a resource graph (docs/modelling.md §13).
