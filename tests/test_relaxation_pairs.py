@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import networkx as nx
 import pytest
 from conftest import make
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +15,8 @@ from test_bounds import assert_below_a_proven_optimum, assert_below_every_valid_
 from test_solver_overlap import TINY, brute_force, overlap_instances
 
 import cpsched.solver.facade as facade
+from cpsched.actions import Action, Kind
+from cpsched.graph import overlap_relaxed_durations
 from cpsched.instance import Instance, load_instance
 from cpsched.pair_window_bound import pair_window_bound
 from cpsched.solver import solve
@@ -53,6 +56,26 @@ def test_below_every_valid_schedule(inst: Instance) -> None:
 def test_below_a_proven_optimum(inst: Instance) -> None:
     # CP-SAT's proof uses only §4.3's bound, never this one
     assert_below_a_proven_optimum(inst, lambda opt: max(_relax_all(inst, opt)))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(overlap_instances())
+def test_a_paired_inputs_tail_is_its_forwards(inst: Instance) -> None:
+    # docs/modelling.md §29, *A paired I's tail*: a fused W ends with its pair, yet the
+    # relaxation (and the full model's windows) bound the makespan by end(I) + tail(I),
+    # whose W branch counts the W again; sound because the pair's F always has the longer
+    # tail: its own microbatch's chain F -> ... -> I(t) -> W(t) passes the I's stage t
+    if not inst.split_backward:
+        return
+    _, g, _, relaxed, ordered = facade._bounds(inst)  # noqa: SLF001
+    rel = overlap_relaxed_durations(inst, g)
+    device = nx.get_node_attributes(g, "device")
+    for _, tail in (relaxed[1], ordered):
+        for f in (a for a in g if a.kind == Kind.F):
+            for i in (a for a in g if a.kind == Kind.I and device[a] == device[f]):
+                w = Action(Kind.W, i.stage, i.microbatch)
+                assert tail[f] >= rel[w] + tail[w]
 
 
 def test_whole_pairs_and_activations_on_a_small_bidirectional_instance() -> None:
