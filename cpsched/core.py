@@ -25,6 +25,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import networkx as nx
@@ -62,24 +63,40 @@ def digraph_from(nodes: Iterable[tuple[Task, dict[str, Any]]],
 HeadsTails = tuple[dict[Task, int], dict[Task, int]]
 
 
-def heads_and_tails(g: nx.DiGraph) -> HeadsTails:
+def heads_and_tails(g: nx.DiGraph, durations: Mapping[Task, int] | None = None,
+                    extra: Iterable[tuple[Task, Task]] = ()) -> HeadsTails:
     """ASAP start (``head``) and ``tail`` of every node of a DAG whose nodes carry
     ``duration`` and edges ``lag`` (ticks).
 
     ``head[t]``: longest chain of durations + lags that must run before ``t`` starts.
     ``tail[t]``: longest chain that must run after ``t`` ends (0 for a sink).
-    Both dicts are in a topological order of ``g``.
+    Both dicts are in a topological order of ``g`` (with ``extra``, of ``g`` and it).
+
+    Args:
+        durations: used instead of the nodes' ``duration`` (e.g. the pair-relaxed ones,
+            :func:`cpsched.graph.overlap_relaxed_durations`); every node must have one.
+        extra: more edges ``(u, v)`` of lag 0 (``start(v) >= end(u)``), e.g. the implied
+            orders of :func:`cpsched.solver.constraints.ordered_heads_tails`, taken into
+            account without copying ``g``; an edge of ``g`` keeps its own lag.
 
     Raises:
-        networkx.NetworkXUnfeasible: the graph has a cycle.
-        KeyError: a node without ``duration`` or an edge without ``lag``.
+        networkx.NetworkXUnfeasible: the graph (with ``extra``) has a cycle.
+        KeyError: a node without ``duration``, an edge without ``lag``, or an ``extra``
+            edge whose end is not a node of ``g``.
     """
     pred, succ = g._pred, g._succ  # noqa: SLF001 - read-only, 4x faster than the views
-    dur = {t: a["duration"] for t, a in g.nodes(data=True) if "duration" in a}
-    indeg = {t: len(ps) for t, ps in pred.items()}
+    dur = (durations if durations is not None
+           else {t: a["duration"] for t, a in g.nodes(data=True) if "duration" in a})
+    more_succ: dict[Task, list[Task]] = defaultdict(list)
+    more_pred: dict[Task, list[Task]] = defaultdict(list)
+    for u, v in extra:
+        if v not in succ[u] and u not in pred[v]:  # KeyError for an unknown node
+            more_succ[u].append(v)
+            more_pred[v].append(u)
+    indeg = {t: len(ps) + len(more_pred.get(t, ())) for t, ps in pred.items()}
     order = [t for t, k in indeg.items() if k == 0]
     for t in order:  # Kahn's algorithm (the list grows while it is read)
-        for w in succ[t]:
+        for w in chain(succ[t], more_succ.get(t, ())):
             indeg[w] -= 1
             if indeg[w] == 0:
                 order.append(w)
@@ -92,12 +109,20 @@ def heads_and_tails(g: nx.DiGraph) -> HeadsTails:
             x = head[u] + dur[u] + e["lag"]
             if x > h:
                 h = x
+        for u in more_pred.get(t, ()):
+            x = head[u] + dur[u]
+            if x > h:
+                h = x
         head[t] = h
     tail: dict[Task, int] = {}
     for t in reversed(order):
         h = 0
         for w, e in succ[t].items():
             x = e["lag"] + dur[w] + tail[w]
+            if x > h:
+                h = x
+        for w in more_succ.get(t, ()):
+            x = dur[w] + tail[w]
             if x > h:
                 h = x
         tail[t] = h

@@ -244,9 +244,7 @@ def overlap_heads_tails(instance: Instance, g: nx.DiGraph
     """The pair-relaxed durations (:func:`overlap_relaxed_durations`) and the heads and
     tails they give (ticks): what no schedule with overlapped pairs can beat."""
     rel = overlap_relaxed_durations(instance, g)
-    h = g.copy()
-    nx.set_node_attributes(h, rel, "duration")
-    return rel, heads_and_tails(h)
+    return rel, heads_and_tails(g, rel)
 
 
 def pair_savings(instance: Instance, nodes: Iterable[Action], dur: Mapping[Action, int]

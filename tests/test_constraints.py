@@ -5,6 +5,8 @@ proven optimum or a valid schedule."""
 
 from __future__ import annotations
 
+import time
+
 import networkx as nx
 import pytest
 from conftest import make
@@ -18,6 +20,7 @@ from test_bounds import (
 )
 from test_solver_overlap import overlap_instances
 
+import cpsched.solver.facade as facade
 from cpsched.graph import (
     build_task_graph,
     heads_and_tails,
@@ -117,3 +120,13 @@ def test_the_combinatorial_bound_with_and_without_pairs(pairs: bool) -> None:
     # the same instance with an overlap cost (pairs never save here: F + B = 3 <= 3)
     inst = make(2, 1, 6, F=1, B=2, limit=1, overlap=3.0 if pairs else None)
     assert inst.from_ticks(combinatorial_bound(inst)) == 36
+
+
+def test_left_out_when_the_deadline_is_near() -> None:
+    # a time limit bounds the whole command: with no time left the implied orders are not
+    # computed: the plain heads and tails stand in for them
+    inst = make(2, 1, 6, F=1, B=2, limit=1)
+    _, _, ht, _, ordered = facade._bounds(inst, time.perf_counter())  # noqa: SLF001
+    assert ordered is ht
+    _, _, ht, _, ordered = facade._bounds(inst, time.perf_counter() + 60)  # noqa: SLF001
+    assert ordered[0] != ht[0] and ordered == _both(inst)[3]

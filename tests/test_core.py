@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import networkx as nx
 import pytest
 from conftest import make
 
-from cpsched.core import ResourceGraph, check_starts, hls_example, list_schedule, makespan_of
+from cpsched.core import (
+    ResourceGraph,
+    check_starts,
+    heads_and_tails,
+    hls_example,
+    list_schedule,
+    makespan_of,
+)
 from cpsched.graph import lower_bound, pipeline_resource_graph
 from cpsched.model import Kind
 from cpsched.schedules import run_schedule
@@ -101,3 +109,22 @@ def test_pipeline_builder_matches_pipeline_bound() -> None:
     assert res.status in ("OPTIMAL", "FEASIBLE")
     assert check_starts(rg, res.starts) == []
     assert res.lower_bound <= 325 <= res.makespan
+
+
+def test_heads_and_tails_with_durations_and_extra_edges() -> None:
+    # a -> b (lag 1), c alone; durations a 2, b 3, c 4.  An extra edge b -> c (lag 0) puts
+    # c after b: head(c) = 2 + 1 + 3 = 6; with durations {a: 1, b: 1, c: 1} instead, 3.
+    # The same values as adding the edge to a copy; an extra edge that g already has keeps
+    # g's lag; an extra edge closing a cycle is refused.
+    g = nx.DiGraph()
+    g.add_nodes_from([("a", {"duration": 2}), ("b", {"duration": 3}), ("c", {"duration": 4})])
+    g.add_edge("a", "b", lag=1)
+    head, tail = heads_and_tails(g, extra=[("b", "c"), ("a", "b")])
+    assert head == {"a": 0, "b": 3, "c": 6} and tail == {"a": 8, "b": 4, "c": 0}
+    h = g.copy()
+    h.add_edge("b", "c", lag=0)
+    assert (head, tail) == heads_and_tails(h)
+    assert heads_and_tails(g, {"a": 1, "b": 1, "c": 1}, [("b", "c")])[0]["c"] == 3
+    assert g.number_of_edges() == 1  # g itself is not changed
+    with pytest.raises(nx.NetworkXUnfeasible):
+        heads_and_tails(g, extra=[("b", "a")])

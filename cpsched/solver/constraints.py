@@ -207,16 +207,12 @@ def ordered_heads_tails(inst: Instance, g: nx.DiGraph,
             the memory limit cannot hold).
     """
     pairs = inst.overlap_forward_backward is not None
-    h = g.copy()
-    if dur is not None:
-        nx.set_node_attributes(h, dur, "duration")
     implied = chain(((a, nxt) for a, nxt in fifo_pairs(inst, g)
                      if not (pairs and a.kind == Kind.W)),
                     ((rel, f) for f, rel in chain(memory_precedence_pairs(inst, pairs),
                                                   footprint_precedence_pairs(inst))
                      if f in g and rel in g))
-    h.add_edges_from(((u, v) for u, v in implied if not g.has_edge(u, v)), lag=0)
-    return heads_and_tails(h)
+    return heads_and_tails(g, dur, implied)
 
 
 #: The general model of a resource graph (docs/modelling.md §13).
