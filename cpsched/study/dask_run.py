@@ -95,6 +95,8 @@ class _State:
         self.done = self.failed = self.skipped = 0
         self.planned = 0
         self.interrupted: Callable[[], bool] = lambda: False
+        #: a section in which Ctrl-C is only noted (:func:`_sigint_noted`), raised after it
+        self.hold: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
 
     def check(self) -> None:
         """Raise KeyboardInterrupt if Ctrl-C was noted (:func:`_sigint_noted`)."""
@@ -139,15 +141,18 @@ class _State:
         return out
 
     def arrive(self, task: SolveTask, outcome: LimitSolve, worker: str) -> list[SolveTask]:
-        """Record (and write) one outcome; return the follow-up tasks it makes needed."""
-        if self.store is not None:
-            self.store.write_result(task.task_id, task.instance.name, task.limit, worker,
-                                    outcome)
-        self.solved.outcomes[task.task_id] = outcome
-        self.done += 1
-        self.failed += outcome.status == "ERROR"
-        if self.on_result is not None:
-            self.on_result(task, outcome, worker)
+        """Record (and write) one outcome; return the follow-up tasks it makes needed.
+        Ctrl-C waits until the outcome is written, recorded and reported (:attr:`hold`): a
+        result on disk is always one the run counts (the next :meth:`check` raises)."""
+        with self.hold():
+            if self.store is not None:
+                self.store.write_result(task.task_id, task.instance.name, task.limit, worker,
+                                        outcome)
+            self.solved.outcomes[task.task_id] = outcome
+            self.done += 1
+            self.failed += outcome.status == "ERROR"
+            if self.on_result is not None:
+                self.on_result(task, outcome, worker)
         if task.limit is not None:  # (a failed unlimited solve still has follow-ups)
             return []
         out: list[SolveTask] = []
@@ -302,9 +307,9 @@ def run_solves(
         return solved
     inline = scheduler is None and jobs == 1
     try:
-        with _sigint_noted() as interrupted, progress_bar(
+        with _sigint_noted() as (interrupted, hold), progress_bar(
                 progress, auto_refresh=not inline) as bar:
-            state.interrupted = interrupted
+            state.interrupted, state.hold = interrupted, hold
             if inline:
                 _run_inline(state, first, _Bar(bar, state, 1))
             else:
@@ -318,23 +323,36 @@ def run_solves(
 
 
 @contextlib.contextmanager
-def _sigint_noted() -> Iterator[Callable[[], bool]]:
+def _sigint_noted() -> Iterator[tuple[Callable[[], bool],
+                                      Callable[[], contextlib.AbstractContextManager[Any]]]]:
     """While the solves run (main thread only): Ctrl-C is also noted in a flag, so that a
     KeyboardInterrupt that lands where Python must drop it (e.g. in a Dask ``Future.__del__``:
     "Exception ignored in ...") is raised again at the next result (measured: the study
-    otherwise ran to its end and exited 0).  Yields the flag's reader."""
-    noted = [False]
+    otherwise ran to its end and exited 0).  Yields the flag's reader and a ``hold()``
+    context in which Ctrl-C is only noted, not raised (writing and counting one result:
+    a SIGINT between the two left a result on disk that the run's summary did not count)."""
+    noted, held = [False], [0]
+
+    @contextlib.contextmanager
+    def hold() -> Iterator[None]:
+        held[0] += 1
+        try:
+            yield
+        finally:
+            held[0] -= 1
+
     if threading.current_thread() is not threading.main_thread():
-        yield lambda: noted[0]
+        yield (lambda: noted[0]), hold
         return
     previous = signal.getsignal(signal.SIGINT)
 
     def handler(signum: int, frame: Any) -> None:
         noted[0] = True
-        raise KeyboardInterrupt
+        if not held[0]:
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)
     try:
-        yield lambda: noted[0]
+        yield (lambda: noted[0]), hold
     finally:
         signal.signal(signal.SIGINT, previous)
