@@ -20,8 +20,6 @@ import pandas as pd
 from make_scale_instances import benchmark_files
 
 from cpsched import load_instance
-from cpsched.bounds import area_bound, fill_drain_bound, pair_fill_drain_bound
-from cpsched.gate_bound import gate_bound
 from cpsched.graph import (
     build_task_graph,
     heads_and_tails,
@@ -29,6 +27,7 @@ from cpsched.graph import (
     overlap_heads_tails,
     overlap_lower_bound,
 )
+from cpsched.solver import facade
 from cpsched.solver.constraints import ordered_heads_tails
 from cpsched.solver.facade import combinatorial_bound
 
@@ -43,14 +42,12 @@ def row(path: Path) -> dict[str, object]:
         ordered = ordered_heads_tails(inst, g, rel) if inst.memory_limit is not None else ht
         seconds = time.perf_counter() - t0
         cp = [overlap_lower_bound(inst, g, relaxed=(rel, h)) for h in (ht, ordered)]
-        before = max(cp[0], pair_fill_drain_bound(inst, g, relaxed=(rel, ht)))
     else:
         ht = heads_and_tails(g)
         ordered = ordered_heads_tails(inst, g) if inst.memory_limit is not None else ht
         seconds = time.perf_counter() - t0
         cp = [lower_bound(inst, g, ht=h).value for h in (ht, ordered)]
-        before = max(cp[0], fill_drain_bound(inst, g, ht=ht)[0], area_bound(inst, g, ht=ht),
-                     gate_bound(inst))
+    before = facade._bounds(inst, implied=False)[0]  # noqa: SLF001
     after = combinatorial_bound(inst)
     return {"instance": inst.name, "actions": inst.n_actions,
             "critical path": inst.from_ticks(cp[0]), "ordered": inst.from_ticks(cp[1]),

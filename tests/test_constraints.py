@@ -126,7 +126,10 @@ def test_left_out_when_the_deadline_is_near() -> None:
     # a time limit bounds the whole command: with no time left the implied orders are not
     # computed: the plain heads and tails stand in for them
     inst = make(2, 1, 6, F=1, B=2, limit=1)
-    _, _, ht, _, ordered = facade._bounds(inst, time.perf_counter())  # noqa: SLF001
+    near = facade._time_for_ordered(inst, time.perf_counter())  # noqa: SLF001
+    far = facade._time_for_ordered(inst, time.perf_counter() + 60)  # noqa: SLF001
+    assert not near and far and facade._time_for_ordered(inst, None)  # noqa: SLF001
+    _, _, ht, _, ordered = facade._bounds(inst, near)  # noqa: SLF001
     assert ordered is ht
-    _, _, ht, _, ordered = facade._bounds(inst, time.perf_counter() + 60)  # noqa: SLF001
+    _, _, ht, _, ordered = facade._bounds(inst, far)  # noqa: SLF001
     assert ordered[0] != ht[0] and ordered == _both(inst)[3]

@@ -115,19 +115,25 @@ def combinatorial_bound(inst: Instance) -> int:
 ORDERED_SECONDS_PER_ACTION, ORDERED_MARGIN = 1.5e-5, 5.0
 
 
-def _bounds(inst: Instance, deadline: float | None = None) -> tuple[int, Any, Any, Any, Any]:
+def _time_for_ordered(inst: Instance, deadline: float | None) -> bool:
+    """Whether the heads and tails with the implied orders (docs/modelling.md §30) fit
+    before ``deadline`` (:data:`ORDERED_MARGIN`): a time limit bounds the whole command."""
+    return deadline is None or seconds_left(inst, deadline) >= (
+        ORDERED_MARGIN * ORDERED_SECONDS_PER_ACTION * inst.n_actions)
+
+
+def _bounds(inst: Instance, implied: bool = True) -> tuple[int, Any, Any, Any, Any]:
     """:func:`combinatorial_bound`, the task graph, its heads and tails, with an overlap
     cost its pair-relaxed durations, heads and tails (:func:`overlap_heads_tails`; None
     without one), and under a memory limit the heads and tails with the implied orders
     (:func:`ordered_heads_tails`, docs/modelling.md §30; pair-relaxed with an overlap cost;
     else the plain ones): per-action values, for the critical path and per-device bound and
-    for the one-device relaxations only (§30 says where not).  The implied orders are left
-    out (the plain ones returned in their place) when ``deadline`` is too near for them
-    (:data:`ORDERED_MARGIN`): a time limit bounds the whole command."""
+    for the one-device relaxations only (§30 says where not).  With ``implied`` False the
+    implied orders are left out (the plain heads and tails returned in their place; the
+    bound is the one without them)."""
     g = task_graph(inst)  # the one the known schedules' lower-bound check built, if any
     ht = heads_and_tails(g)  # once for the three bounds (~0.2 s at 50k actions)
-    implied = inst.memory_limit is not None and (deadline is None or seconds_left(
-        inst, deadline) >= ORDERED_MARGIN * ORDERED_SECONDS_PER_ACTION * inst.n_actions)
+    implied = implied and inst.memory_limit is not None
     if inst.overlap_forward_backward is not None:
         relaxed = overlap_heads_tails(inst, g)  # once for the pair bounds, §28's too
         ordered = ordered_heads_tails(inst, g, relaxed[0]) if implied else relaxed[1]
@@ -227,7 +233,8 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     sat_parameters(None, workers, seed, parameters)  # rejects a bad one even if no model runs
     deadline = None if time_limit is None else t0 + float(time_limit)
     candidates = _known(inst, deadline, t0) if candidates is None else candidates
-    lb, g, _, _, ht = bounds = _bounds(inst, deadline)  # ht: with the implied orders (§30)
+    # ht: with the implied orders (§30) when there is time for them
+    lb, g, _, _, ht = bounds = _bounds(inst, _time_for_ordered(inst, deadline))
     stop = TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
     warm, hint, horizon, lb, pre = _before_search(inst, candidates, bounds, deadline, stop)
