@@ -233,8 +233,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     sat_parameters(None, workers, seed, parameters)  # rejects a bad one even if no model runs
     deadline = None if time_limit is None else t0 + float(time_limit)
     candidates = _known(inst, deadline, t0) if candidates is None else candidates
-    # ht: with the implied orders (§30) when there is time for them
-    lb, g, _, _, ht = bounds = _bounds(inst, _time_for_ordered(inst, deadline))
+    lb, g, _, _, ht = bounds = _bounds(inst, _time_for_ordered(inst, deadline))  # §30
     stop = TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
     warm, hint, horizon, lb, pre = _before_search(inst, candidates, bounds, deadline, stop)
