@@ -13,7 +13,12 @@ import cpsched.solver.facade as facade
 from cpsched import solve
 from cpsched.instance import Instance, InstanceError
 from cpsched.solver import relaxation
-from cpsched.solver.relaxation import pressured_devices, relax_device, relaxation_bound
+from cpsched.solver.relaxation import (
+    pressured_devices,
+    relax_device,
+    relaxation_bound,
+    relaxed_groups,
+)
 
 
 def _without_relaxation(monkeypatch: pytest.MonkeyPatch, inst: Instance) -> facade.Result:
@@ -90,7 +95,9 @@ def test_solve_reports_the_relaxation_it_used() -> None:
     # a search too short to prove anything: the bound comes from the relaxation
     res = solve(inst, time_limit=None, workers=1, parameters={"max_number_of_conflicts": 10})
     assert res.lower_bound == 435 and res.makespan >= 435
-    assert res.stats["relaxed_devices"] == [(0, 435, True)]
+    # device 0 alone, then devices 0-2 together on the budget it left (§31): neither can
+    # pass the optimum
+    assert res.stats["relaxed_devices"] == [(0, 435, True), ((0, 1, 2), 435, True)]
     assert res.status == ("OPTIMAL" if res.makespan == 435 else "FEASIBLE")
 
 
@@ -133,3 +140,74 @@ def test_relaxation_never_exceeds_a_proven_optimum(
         return
     opt = inst.ticks(full.makespan)
     assert max(_relax_all(inst, opt)) <= opt
+
+
+# ---------------------------------------------------------------- groups of devices (§31)
+def test_a_group_of_devices_sees_what_one_device_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    # p=4 v=2 m=8, F=2 B=3, limit 3: the full model proves 192; the combinatorial bound is
+    # 164, device 0 alone 180, devices 0-2 kept together 189 (both solved, deterministic)
+    inst = make(4, 2, 8, F=2, B=3, limit=3)
+    full = _without_relaxation(monkeypatch, inst)
+    assert full.status == "OPTIMAL" and full.makespan == 192
+    lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
+    assert lb == 164
+    one = relax_device(inst, g, ht, 0, lb, 230, deterministic_time=5)
+    group = relax_device(inst, g, ht, (0, 1, 2), lb, 230, deterministic_time=10)
+    assert (one.bound, one.solved) == (180, True)
+    assert (group.bound, group.solved, group.device) == (189, True, (0, 1, 2))
+    best, runs = relaxation_bound(inst, g, ht, lb, 230, deterministic_time=10)
+    assert best == 189 and [r.device for r in runs] == [0, (0, 1, 2)]
+
+
+def test_which_groups_are_kept_together() -> None:
+    assert relaxed_groups(*_graph(make(4, 2, 8, limit=3))) == [(0, 1, 2)]
+    assert relaxed_groups(*_graph(make(3, 2, 8, limit=3))) == [(0, 1)]  # not all p devices
+    assert relaxed_groups(*_graph(make(2, 2, 8, limit=3))) == []
+    bi = make(4, 1, 8, placement="bidirectional", limit=4)
+    assert relaxed_groups(*_graph(bi)) == [(0, 1, 2), (1, 2, 3)]  # from both ends
+    assert relaxed_groups(*_graph(make(4, 2, 8))) == []  # no memory limit
+    assert relaxed_groups(*_graph(make(4, 1, 8, overlap=12, limit=8))) == []  # pairs: §29
+    # 96 actions a device (v=2, m=16, B fused: F and B): two fit in 240, three do not
+    assert relaxed_groups(*_graph(make(4, 2, 24, limit=3))) == [(0, 1)]
+    assert relaxed_groups(*_graph(make(4, 2, 64, limit=3))) == []
+
+
+def _graph(inst: Instance) -> tuple[Instance, object]:
+    return inst, facade._bounds(inst)[1]  # noqa: SLF001
+
+
+def test_a_group_with_pairs_is_refused() -> None:
+    ov = make(4, 1, 8, overlap=12, limit=8)
+    lb, g, _, relaxed, _ = facade._bounds(ov)  # noqa: SLF001
+    with pytest.raises(ValueError, match="one device"):
+        relax_device(ov, g, relaxed[1], (0, 1), lb, lb + 50, deterministic_time=1)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(p=st.integers(3, 4), v=st.integers(1, 2), m=st.integers(2, 6), split=st.booleans(),
+       extra=st.integers(0, 2), latency=st.sampled_from([0, 1]),
+       placement=st.sampled_from(["loop", "v", "bidirectional"]))
+def test_a_group_never_exceeds_a_proven_optimum(
+        monkeypatch: pytest.MonkeyPatch, p: int, v: int, m: int, split: bool, extra: int,
+        latency: int, placement: str) -> None:
+    v = {"v": 2, "bidirectional": 1}.get(placement, v)
+    p, m = (4, m + m % 2) if placement == "bidirectional" else (p, m)
+    kw = {"I": 2, "W": 1, "B": None} if split else {"B": 3}
+    try:  # the smallest accepted limit is a device's footprint
+        inst = make(p, v, m, F=2, limit=v + extra + (placement == "bidirectional"),
+                    latency=latency, placement=placement,
+                    released_by_input=0.5 if split else 0.0, **kw)
+    except InstanceError:
+        return
+    full = _without_relaxation(monkeypatch, inst)
+    if full.status != "OPTIMAL":
+        return
+    opt = inst.ticks(full.makespan)
+    lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
+    groups = [tuple(range(k, k + n)) for n in (2, 3) for k in range(p - n + 1)]
+    for group in groups:  # every run of consecutive devices, not only relaxed_groups'
+        r = relax_device(inst, g, ht, group, 0, opt, deterministic_time=5)
+        assert r.bound <= opt
+        assert r.bound >= relax_device(inst, g, ht, group[0], 0, opt,
+                                       deterministic_time=5).bound or not r.solved

@@ -282,6 +282,11 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     if pr is not None and pr["bound"] > pr["before"]:  # docs/modelling.md §29
         say(f"one-device relaxation with pairs: {fmt(pr['before'])} -> {fmt(pr['bound'])} in "
             f"{pr['seconds']:g} s (devices {', '.join(str(d) for d, _, _ in pr['devices'])})")
+    relaxed = res.stats.get("relaxed_devices")
+    if relaxed:  # docs/modelling.md §21, §31: after the search, devices alone or in groups
+        say("relaxation: " + ", ".join(
+            f"{'devices ' + '+'.join(map(str, d)) if isinstance(d, tuple) else f'device {d}'}"
+            f" {fmt(b)}{' (solved)' if solved else ''}" for d, b, solved in relaxed))
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; it starts from the warm start
         moves = ws.get("plateau_moves", 0)

@@ -20,6 +20,11 @@ Minimising the relaxed makespan can stall at the bound it starts from while the 
 first (:func:`_ladder`, docs/modelling.md §21: p=8 v=2 m=16 profiled, limit 1: 205.073 →
 207.983 within one deterministic unit).
 
+Several neighbouring devices can be kept together the same way, each with its own
+``NoOverlap`` and memory limit (:func:`relaxed_groups`, docs/modelling.md §31): every schedule
+restricted to them is a schedule of that relaxation too, and it sees how their limits pace
+each other, which one device alone cannot.
+
 With an overlap cost the kept device also has its F&B pairs
 (:mod:`cpsched.solver.relaxation_pairs`, docs/modelling.md §29); ``solve`` runs that version
 before the search (:func:`cpsched.solver.prelude.pair_relaxation`, ``pairs=True``) and this
@@ -51,6 +56,12 @@ from cpsched.solver.relaxation_pairs import DeviceActions, RelaxedModel, pair_re
 
 #: Devices with more actions than this are not relaxed (the model would not be small).
 MAX_ACTIONS = 200
+#: Devices kept together in the group relaxation, and their most actions in all
+#: (docs/modelling.md §31: three devices of 48 and of 72 actions solved in 3-30 s on one
+#: worker; groups of 288 and 432 actions undecided in 40-60 s)
+GROUP_SIZE, MAX_GROUP_ACTIONS = 3, 240
+#: Fewest seconds worth starting a group with (under a time limit)
+GROUP_MIN_SECONDS = 1.0
 #: The same for the relaxation with overlapped pairs (docs/modelling.md §29): CP-SAT solved
 #: it on devices of 24 and 36 actions within seconds, never on 48 or more (72, 96) in 40 s.
 MAX_PAIR_ACTIONS = 48
@@ -58,10 +69,11 @@ MAX_PAIR_ACTIONS = 48
 
 @dataclass(frozen=True)
 class DeviceRelaxation:
-    """The relaxation of one device: ``bound`` (ticks, proven), whether CP-SAT ``solved`` it
-    to optimality, and its ``seconds``."""
+    """The relaxation of one device (or a group of devices, a tuple; docs/modelling.md §31):
+    ``bound`` (ticks, proven), whether CP-SAT ``solved`` it to optimality, and its
+    ``seconds``."""
 
-    device: int
+    device: int | tuple[int, ...]
     bound: int
     solved: bool
     seconds: float
@@ -95,24 +107,26 @@ def _device_lags(inst: Instance, g: nx.DiGraph, rel: Mapping[Action, int],
             for i in by_mb for a, b, lag in rep_lags.get(reps[i], [])]
 
 
-def _memory(inst: Instance, rm: RelaxedModel, horizon: int) -> None:
-    """The device's memory limit (cumulative over the live intervals of its buffers,
+def _memory(inst: Instance, rm: RelaxedModel, horizon: int, dev: DeviceActions) -> None:
+    """Each kept device's memory limit (cumulative over the live intervals of its buffers,
     :func:`cpsched.graph.memory_buffers`, each from its ``F``'s start to its release's end)
-    and the implied FIFO memory and footprint precedences among its actions
+    and the implied FIFO memory and footprint precedences among the kept actions
     (docs/modelling.md §2, §14)."""
     pool, buffers = memory_buffers(inst)
     if pool is None:
         return
     m, start, end = rm.model, rm.start, rm.end
-    ivs, amounts = [], []
+    held: dict[int, tuple[list[cp_model.IntervalVar], list[int]]] = {}
     for f, rel, amount in buffers:
         if f in start:
             size = m.new_int_var(0, horizon, "")
             m.add(size == end[rel] - start[f])
+            ivs, amounts = held.setdefault(0 if dev.device is None else dev.device[f], ([], []))
             ivs.append(m.new_interval_var(start[f], size, end[rel], ""))
             amounts.append(amount)
-    if sum(amounts) > pool:
-        m.add_cumulative(ivs, amounts, pool)
+    for ivs, amounts in held.values():
+        if sum(amounts) > pool:
+            m.add_cumulative(ivs, amounts, pool)
     pairs = inst.overlap_forward_backward is not None
     for f, rel in chain(memory_precedence_pairs(inst, pairs), footprint_precedence_pairs(inst)):
         if f in start and rel in start:
@@ -126,7 +140,7 @@ def _relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: in
     has an overlap cost (:func:`cpsched.solver.relaxation_pairs.pair_relaxed_model`)."""
     rm = (_plain_model(inst, ht, dev, lower, upper) if inst.overlap_forward_backward is None
           else pair_relaxed_model(inst, ht, dev, lower, upper))
-    _memory(inst, rm, upper)
+    _memory(inst, rm, upper, dev)
     return rm
 
 
@@ -139,7 +153,8 @@ def _plain_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
     m = cp_model.CpModel()
     start = {a: m.new_int_var(head[a], max(head[a], upper - dur[a] - tail[a]), "s")
              for a in dev.nodes}
-    m.add_no_overlap([m.new_fixed_size_interval_var(start[a], dur[a], "") for a in dev.nodes])
+    for nodes in dev.per_device():
+        m.add_no_overlap([m.new_fixed_size_interval_var(start[a], dur[a], "") for a in nodes])
     for a, b, lag in dev.lags:
         m.add(start[b] >= start[a] + dur[a] + lag)
     for a, nxt in fifo_pairs(inst, start):  # FIFO: docs/modelling.md §1
@@ -227,14 +242,16 @@ def _ladder(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int, uppe
     return lo, hi
 
 
-def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: int,
-                 upper: int, *, deterministic_time: float, time_limit: float | None = None,
+def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int | tuple[int, ...],
+                 lower: int, upper: int, *, deterministic_time: float,
+                 time_limit: float | None = None,
                  on_solver: Callable[[cp_model.CpSolver], None] | None = None,
                  stopped: Callable[[], bool] = lambda: False) -> DeviceRelaxation:
-    """Bound the relaxation of device ``d`` (see the module docstring) with CP-SAT, one
-    worker, within ``deterministic_time`` units (and ``time_limit`` wall seconds, if given):
-    first the makespan ladder (:func:`_ladder`, :data:`LADDER_SHARE` of the budget), then
-    minimising the makespan between the ladder's ends with what is left.
+    """Bound the relaxation of device ``d`` (see the module docstring) — or of a group of
+    devices kept together, a tuple ``d`` (docs/modelling.md §31; not with an overlap cost)
+    — with CP-SAT, one worker, within ``deterministic_time`` units (and ``time_limit`` wall
+    seconds, if given): first the makespan ladder (:func:`_ladder`, :data:`LADDER_SHARE` of
+    the budget), then minimising the makespan between the ladder's ends with what is left.
 
     Args:
         g, ht: the task graph (:func:`cpsched.graph.build_task_graph`) and its heads and tails
@@ -252,17 +269,23 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, lower: i
     dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
     rel = overlap_relaxed_durations(inst, g)  # the durations themselves without pairs
     device = nx.get_node_attributes(g, "device")
-    nodes = [a for a in g if device[a] == d]
-    dev = DeviceActions(nodes, dur, rel, _device_lags(inst, g, rel, nodes))
-    budget = _Budget(deterministic_time * LADDER_SHARE,
-                     None if time_limit is None else time_limit * LADDER_SHARE)
+    kept = set(d) if isinstance(d, tuple) else {d}
+    nodes = [a for a in g if device[a] in kept]
+    dev = DeviceActions(nodes, dur, rel, _device_lags(inst, g, rel, nodes),
+                        {a: device[a] for a in nodes} if isinstance(d, tuple) else None)
+    # a group minimises at once: its ladder's questions just below the optimum stay
+    # undecided where minimising proves it (docs/modelling.md §31)
+    share = 0.0 if isinstance(d, tuple) else LADDER_SHARE
+    budget = _Budget(deterministic_time * share,
+                     None if time_limit is None else time_limit * share)
     t0 = time.perf_counter()
-    lo, hi = _ladder(inst, ht, dev, lower, upper, budget, on_solver, stopped)
+    lo, hi = _ladder(inst, ht, dev, lower, upper, budget, on_solver, stopped) if share else (
+        lower, upper)
     if lo >= hi or stopped():
         return DeviceRelaxation(d, min(lo, upper), lo >= hi, time.perf_counter() - t0)
-    budget.deterministic += deterministic_time * (1 - LADDER_SHARE)
+    budget.deterministic += deterministic_time * (1 - share)
     if budget.wall is not None and time_limit is not None:
-        budget.wall += time_limit * (1 - LADDER_SHARE)
+        budget.wall += time_limit * (1 - share)
     began = time.perf_counter()
     rm = _relaxed_model(inst, ht, dev, lo, hi)
     rm.model.minimize(rm.makespan)
@@ -311,37 +334,72 @@ def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1,
     return [d for d in pressured_devices(inst, g, ht, top) if counts.get(d, 0) <= most]
 
 
+def relaxed_groups(inst: Instance, g: nx.DiGraph) -> list[tuple[int, ...]]:
+    """The groups of devices the relaxation keeps together after the single devices
+    (docs/modelling.md §31): devices ``0, 1, ...`` — under bidirectional placement also
+    ``p - 1, p - 2, ...`` — as many as :data:`GROUP_SIZE` (fewer than ``p``: all of them
+    is the full model) with at most :data:`MAX_GROUP_ACTIONS` actions together, at least
+    two.  None without a memory limit or with an overlap cost (as the single devices after
+    the search, :func:`relaxed_devices`)."""
+    if inst.memory_limit is None or inst.overlap_forward_backward is not None:
+        return []
+    dev = nx.get_node_attributes(g, "device")
+    counts = [0] * inst.p
+    for a in g:
+        counts[dev[a]] += 1
+    ends = [range(inst.p)] + ([range(inst.p - 1, -1, -1)]
+                              if inst.placement == "bidirectional" else [])
+    groups: list[tuple[int, ...]] = []
+    for devices in ends:
+        kept: list[int] = []
+        for d in devices:
+            if (len(kept) == min(GROUP_SIZE, inst.p - 1)
+                    or sum(counts[k] for k in kept) + counts[d] > MAX_GROUP_ACTIONS):
+                break
+            kept.append(d)
+        if len(kept) >= 2 and tuple(sorted(kept)) not in groups:
+            groups.append(tuple(sorted(kept)))
+    return groups
+
+
 def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
                      *, deterministic_time: float, time_limit: float | None = None,
                      top: int = 1, on_solver: Callable[[cp_model.CpSolver], None] | None = None,
                      stopped: Callable[[], bool] = lambda: False, pairs: bool = False,
                      ) -> tuple[int, list[DeviceRelaxation]]:
     """The best one-device relaxation bound (ticks) over the ``top`` most pressured devices
-    (:func:`pressured_devices`), and each device's result.
+    (:func:`pressured_devices`) and, without ``pairs``, the groups of devices kept together
+    (:func:`relaxed_groups`, docs/modelling.md §31), and each one's result.
 
     The budget — ``deterministic_time`` (CP-SAT's deterministic units, reproducible) and
-    ``time_limit`` (wall seconds, if given) — is split evenly over :func:`relaxed_devices`;
-    ``lower`` is returned when there are none or ``lower >= upper``.  ``on_solver`` and
-    ``stopped`` as in :func:`relax_device`; ``pairs`` as in :func:`relaxed_devices` (then
-    ``ht`` are the pair-relaxed heads and tails).
+    ``time_limit`` (wall seconds, if given) — is split evenly over :func:`relaxed_devices`
+    and the groups, in that order (wall time one leaves goes to the next); ``lower`` is
+    returned when there are none or ``lower >= upper``.  Each starts from the best bound so
+    far.  ``on_solver`` and ``stopped`` as in :func:`relax_device`; ``pairs`` as in
+    :func:`relaxed_devices` (then ``ht`` are the pair-relaxed heads and tails).
     """
-    todo = [] if lower >= upper else relaxed_devices(inst, g, ht, top, pairs=pairs)
+    singles = [] if lower >= upper else relaxed_devices(inst, g, ht, top, pairs=pairs)
+    groups = relaxed_groups(inst, g) if singles and not pairs else []
     out: list[DeviceRelaxation] = []
     best = lower
-    for k, d in enumerate(todo):
-        share = 1 / (len(todo) - k)
-        wall = None if time_limit is None else (time_limit - sum(r.seconds for r in out)) * share
-        if wall is not None and wall <= 0.05:
-            break
-        r = relax_device(inst, g, ht, d, best, upper,
-                         deterministic_time=deterministic_time / len(todo), time_limit=wall,
-                         on_solver=on_solver, stopped=stopped)
-        out.append(r)
-        best = max(best, r.bound)
-        if best >= upper or stopped():
-            break
+    # the single devices share the budget as before groups existed; the groups (stronger,
+    # but slower to decide) get the wall time they leave, and as many deterministic units
+    for todo in (singles, groups):
+        for k, d in enumerate(todo):
+            if best >= upper or stopped():
+                return best, out
+            wall = None if time_limit is None else (
+                time_limit - sum(r.seconds for r in out)) / (len(todo) - k)
+            if wall is not None and wall <= (GROUP_MIN_SECONDS if todo is groups else 0.05):
+                break
+            r = relax_device(inst, g, ht, d, best, upper,
+                             deterministic_time=deterministic_time / len(todo), time_limit=wall,
+                             on_solver=on_solver, stopped=stopped)
+            out.append(r)
+            best = max(best, r.bound)
     return best, out
 
 
-__all__ = ["MAX_ACTIONS", "MAX_PAIR_ACTIONS", "DeviceRelaxation", "pressured_devices",
-           "relax_device", "relaxation_bound", "relaxed_devices"]
+__all__ = ["GROUP_SIZE", "MAX_ACTIONS", "MAX_GROUP_ACTIONS", "MAX_PAIR_ACTIONS",
+           "DeviceRelaxation", "pressured_devices", "relax_device", "relaxation_bound",
+           "relaxed_devices", "relaxed_groups"]

@@ -36,12 +36,23 @@ class DeviceActions:
     (ticks, an action alone); ``rel`` the durations no schedule can beat along a chain (the
     pair-relaxed ones with an overlap cost, else ``dur``); ``lags`` ``(a, b, lag)``: ``b``
     starts at least ``lag`` ticks after ``a`` ends (the longest chain between them through
-    the other devices)."""
+    the other devices); ``device``: with a group of devices kept (docs/modelling.md §31),
+    each node's device (one ``NoOverlap`` and one memory limit per device), else None."""
 
     nodes: list[Action]
     dur: Mapping[Action, int]
     rel: Mapping[Action, int]
     lags: list[tuple[Action, Action, int]]
+    device: Mapping[Action, int] | None = None
+
+    def per_device(self) -> list[list[Action]]:
+        """The nodes of each kept device (one list for one device), in node order."""
+        if self.device is None:
+            return [self.nodes]
+        groups: dict[int, list[Action]] = {}
+        for a in self.nodes:
+            groups.setdefault(self.device[a], []).append(a)
+        return list(groups.values())
 
 
 @dataclass
@@ -60,6 +71,8 @@ def pair_relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower
     """The device's relaxation with overlapped pairs (module docstring) as a CP-SAT model
     whose makespan lies in ``[lower, upper]`` (ticks); no objective.  Memory (the live
     intervals, end at the release's end) is added by the caller."""
+    if dev.device is not None:
+        raise ValueError("the relaxation with pairs keeps one device (no group)")
     head, tail = ht
     m = cp_model.CpModel()
     start: dict[Action, Any] = {}
