@@ -129,17 +129,27 @@ def test_relaxation_never_exceeds_a_proven_optimum(
         latency: int, placement: str) -> None:
     if placement == "v" and v != 2:
         v = 2
+    # the smallest accepted limit is a device's footprint: v activations
+    proven = _proven_optimum(monkeypatch, p, v, m, split, v + extra, latency, placement)
+    if proven is None:
+        return
+    inst, opt = proven
+    assert max(_relax_all(inst, opt)) <= opt
+
+
+def _proven_optimum(monkeypatch: pytest.MonkeyPatch, p: int, v: int, m: int, split: bool,
+                    limit: float, latency: int, placement: str) -> tuple[Instance, int] | None:
+    """The hypothesis tests' instance (F = 2, B = 3 or I = 2 W = 1 with half released by
+    I) and its optimum (ticks) as the full model proves it alone; None when the instance is
+    refused (a limit below the footprint) or not proven."""
     kw = {"I": 2, "W": 1, "B": None} if split else {"B": 3}
-    try:  # the smallest accepted limit is a device's footprint: v activations
-        inst = make(p, v, m, F=2, limit=v + extra, latency=latency, placement=placement,
+    try:
+        inst = make(p, v, m, F=2, limit=limit, latency=latency, placement=placement,
                     released_by_input=0.5 if split else 0.0, **kw)
     except InstanceError:
-        return
+        return None
     full = _without_relaxation(monkeypatch, inst)
-    if full.status != "OPTIMAL":
-        return
-    opt = inst.ticks(full.makespan)
-    assert max(_relax_all(inst, opt)) <= opt
+    return (inst, inst.ticks(full.makespan)) if full.status == "OPTIMAL" else None
 
 
 # ---------------------------------------------------------------- groups of devices (§31)
@@ -193,17 +203,12 @@ def test_a_group_never_exceeds_a_proven_optimum(
         latency: int, placement: str) -> None:
     v = {"v": 2, "bidirectional": 1}.get(placement, v)
     p, m = (4, m + m % 2) if placement == "bidirectional" else (p, m)
-    kw = {"I": 2, "W": 1, "B": None} if split else {"B": 3}
-    try:  # the smallest accepted limit is a device's footprint
-        inst = make(p, v, m, F=2, limit=v + extra + (placement == "bidirectional"),
-                    latency=latency, placement=placement,
-                    released_by_input=0.5 if split else 0.0, **kw)
-    except InstanceError:
+    # the smallest accepted limit is a device's footprint
+    limit = v + extra + (placement == "bidirectional")
+    proven = _proven_optimum(monkeypatch, p, v, m, split, limit, latency, placement)
+    if proven is None:
         return
-    full = _without_relaxation(monkeypatch, inst)
-    if full.status != "OPTIMAL":
-        return
-    opt = inst.ticks(full.makespan)
+    inst, opt = proven
     lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
     groups = [tuple(range(k, k + n)) for n in (2, 3) for k in range(p - n + 1)]
     for group in groups:  # every run of consecutive devices, not only relaxed_groups'

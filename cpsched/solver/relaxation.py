@@ -121,7 +121,7 @@ def _memory(inst: Instance, rm: RelaxedModel, horizon: int, dev: DeviceActions) 
         if f in start:
             size = m.new_int_var(0, horizon, "")
             m.add(size == end[rel] - start[f])
-            ivs, amounts = held.setdefault(0 if dev.device is None else dev.device[f], ([], []))
+            ivs, amounts = held.setdefault(dev.owner(f), ([], []))
             ivs.append(m.new_interval_var(start[f], size, end[rel], ""))
             amounts.append(amount)
     for ivs, amounts in held.values():
@@ -269,13 +269,14 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int | tuple[i
     dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
     rel = overlap_relaxed_durations(inst, g)  # the durations themselves without pairs
     device = nx.get_node_attributes(g, "device")
-    kept = set(d) if isinstance(d, tuple) else {d}
+    group = isinstance(d, tuple)
+    kept = set(d) if group else {d}
     nodes = [a for a in g if device[a] in kept]
     dev = DeviceActions(nodes, dur, rel, _device_lags(inst, g, rel, nodes),
-                        {a: device[a] for a in nodes} if isinstance(d, tuple) else None)
+                        {a: device[a] for a in nodes} if group else None)
     # a group minimises at once: its ladder's questions just below the optimum stay
     # undecided where minimising proves it (docs/modelling.md §31)
-    share = 0.0 if isinstance(d, tuple) else LADDER_SHARE
+    share = 0.0 if group else LADDER_SHARE
     budget = _Budget(deterministic_time * share,
                      None if time_limit is None else time_limit * share)
     t0 = time.perf_counter()

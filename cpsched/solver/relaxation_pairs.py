@@ -45,13 +45,15 @@ class DeviceActions:
     lags: list[tuple[Action, Action, int]]
     device: Mapping[Action, int] | None = None
 
+    def owner(self, a: Action) -> int:
+        """The kept device of node ``a`` (0 when one device is kept: a key, not its index)."""
+        return 0 if self.device is None else self.device[a]
+
     def per_device(self) -> list[list[Action]]:
         """The nodes of each kept device (one list for one device), in node order."""
-        if self.device is None:
-            return [self.nodes]
         groups: dict[int, list[Action]] = {}
         for a in self.nodes:
-            groups.setdefault(self.device[a], []).append(a)
+            groups.setdefault(self.owner(a), []).append(a)
         return list(groups.values())
 
 
