@@ -345,6 +345,7 @@ def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:
     inst = make(4, 2, 16, limit=6)
     seq = sequential_schedule(inst)
     monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10)
     monkeypatch.setattr(lns, "START_WINDOW", 60)
     monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS_LIMITED", 10**9)  # keep the warm start
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
@@ -355,6 +356,7 @@ def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:
     assert res.makespan <= ws["makespan"] < seq.makespan
     assert res.schedule.extra["warm_start_makespan"] == seq.makespan
     monkeypatch.setattr(lns, "MIN_ACTIONS", 10**9)
+    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10**9)
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 0.5})
     assert res.stats["window_search"] is None
@@ -366,6 +368,7 @@ def test_no_model_when_too_little_time_is_left(monkeypatch: pytest.MonkeyPatch) 
     inst = make(4, 2, 16, limit=6)
     seq = sequential_schedule(inst)
     monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10)
     monkeypatch.setattr(lns, "START_WINDOW", 60)
     monkeypatch.setattr(facade, "MODEL_SECONDS_PER_ACTION", 1e6)
     res = solve(inst, time_limit=20, workers=1, candidates={"sequential": seq})

@@ -50,7 +50,7 @@ def test_search_runs_the_window_search_on_any_size_and_builds_no_model() -> None
 
 def test_model_skips_the_window_search_where_auto_runs_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)  # auto searches windows on this model
+    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10)  # auto searches windows on this model
     seq = sequential_schedule(INST)
     kw = {"time_limit": None, "workers": 1, "candidates": {"sequential": seq},
           "parameters": {"max_deterministic_time": 0.5}}
@@ -98,6 +98,7 @@ def test_no_window_search_or_model_without_time_for_them(
     # with less time left than setting up the window search takes, neither it nor the model
     # runs: the warm start comes back, validated, with the combinatorial bound, and says so
     monkeypatch.setattr(lns, "MIN_ACTIONS", 10)  # auto would search windows on this model
+    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10)
     monkeypatch.setattr(prelude, "MIN_WINDOW_SECONDS", 1e6)
     monkeypatch.setattr(facade, "MODEL_SECONDS_PER_ACTION", 1e6)
     monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS_LIMITED", 10**9)  # keep the warm start
@@ -119,21 +120,26 @@ def test_window_setup_seconds_grow_with_the_model() -> None:
     assert prelude.window_setup_seconds(large) > prelude.window_setup_seconds(small)
 
 
-def test_auto_searches_windows_from_fewer_actions_with_pairs() -> None:
+def test_auto_searches_windows_from_fewer_actions_with_pairs_or_a_limit() -> None:
     # with an overlap cost the full model finds little from lns.MIN_ACTIONS_PAIRS actions on
-    # (docs/modelling.md §17, *Pairs below 1500 actions*); without one, from lns.MIN_ACTIONS
+    # (docs/modelling.md §17, *Pairs below 1500 actions*), under a memory limit from
+    # lns.MIN_ACTIONS_LIMITED (§32); without either, from lns.MIN_ACTIONS
     plain = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional")
     pairs = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", overlap=2.5)
+    capped = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", limit=8)
     assert lns.MIN_ACTIONS_PAIRS <= plain.n_actions == pairs.n_actions < lns.MIN_ACTIONS
+    assert lns.MIN_ACTIONS_LIMITED <= capped.n_actions < lns.MIN_ACTIONS
     assert not prelude.search_applies(plain)
     assert prelude.search_applies(pairs)
+    assert prelude.search_applies(capped)
     assert not prelude.search_applies(make(4, 1, 8, F=1, I=1, W=1, placement="bidirectional",
                                            overlap=2.5))
+    assert not prelude.search_applies(make(4, 1, 8, F=1, I=1, W=1, limit=2))
 
 
 def test_auto_leaves_the_full_model_half_of_the_time_below_min_actions(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # a small pair model gets WINDOW_SHARE_SMALL_PAIRS of the time left for its windows
+    # a small pair model gets WINDOW_SHARE_SMALL of the time left for its windows
     pairs = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=8)
     seen: dict[str, float] = {}
 
@@ -147,4 +153,4 @@ def test_auto_leaves_the_full_model_half_of_the_time_below_min_actions(
         solve(pairs, time_limit=20, workers=1,
               candidates={"sequential": sequential_schedule(pairs)})
     share = (seen["until"] - seen["now"]) / (end - seen["now"])
-    assert share == pytest.approx(prelude.WINDOW_SHARE_SMALL_PAIRS, abs=0.02)
+    assert share == pytest.approx(prelude.WINDOW_SHARE_SMALL, abs=0.02)

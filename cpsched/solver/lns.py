@@ -62,6 +62,10 @@ MIN_ACTIONS = 1500
 #: 500 actions on (p8 bidirectional m32 at 1F1B's memory: 127.17 -> 126.24 in 300 s, the
 #: window search 120.63 in 55 s; docs/modelling.md §17, *Pairs below 1500 actions*).
 MIN_ACTIONS_PAIRS = 500
+#: The same under a memory limit (no overlap cost): from 500 actions on the full model finds
+#: less in 60 s than the window search with half of the time, e.g. 371.14 against 336.95 on
+#: a random p12 V m24 instance at half of 1F1B's memory (docs/modelling.md §32).
+MIN_ACTIONS_LIMITED = 500
 #: Window size (actions) the search starts from, and its limits while it adapts.
 START_WINDOW, MIN_WINDOW, MAX_WINDOW = 400, 120, 2500
 #: CP-SAT deterministic time and wall seconds per window.
@@ -403,6 +407,6 @@ def _choose(inc: Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Ac
     return actions(order[first:last]), actions(order[:first])
 
 
-__all__ = ["MIN_ACTIONS", "MIN_ACTIONS_PAIRS",
+__all__ = ["MIN_ACTIONS", "MIN_ACTIONS_LIMITED", "MIN_ACTIONS_PAIRS",
            "LnsStats", "improve", "improve_overlap", "improve_pairs", "search",
            "window_workers"]

@@ -26,8 +26,9 @@ from cpsched.solver.relaxation import relaxation_bound, relaxed_devices
 from cpsched.tent_bound import applies, tent_bound
 
 #: The solve methods: ``auto`` — on models of :data:`cpsched.solver.lns.MIN_ACTIONS` or more
-#: actions (:data:`cpsched.solver.lns.MIN_ACTIONS_PAIRS` with an overlap cost) the window
-#: search, then the full model; below that the full model alone;
+#: actions (:data:`cpsched.solver.lns.MIN_ACTIONS_PAIRS` with an overlap cost,
+#: :data:`cpsched.solver.lns.MIN_ACTIONS_LIMITED` under a memory limit) the window search,
+#: then the full model; below that the full model alone;
 #: ``model`` — the full model from the best warm start, whatever the size; ``search`` — the
 #: window search with all of the time and no full model (the bound is then the combinatorial
 #: one, docs/modelling.md §4, §11, §16).
@@ -37,10 +38,11 @@ METHODS = ("auto", "model", "search")
 #: model after it never shortened its schedule in 120 s, docs/modelling.md §17), and its
 #: deterministic budget without a time limit (CP-SAT units, reproducible)
 WINDOW_SHARE, WINDOW_DETERMINISTIC_TIME = 0.8, 30.0
-#: its share on models with an overlap cost below lns.MIN_ACTIONS: the full model there can
-#: still prove an optimum the search found (p16 bidirectional m16: with 0.8 it did not in
-#: 30 s, with 0.5 it did; docs/modelling.md §17, *Pairs below 1500 actions*)
-WINDOW_SHARE_SMALL_PAIRS = 0.5
+#: its share on models below lns.MIN_ACTIONS (with an overlap cost or a memory limit): the
+#: full model there can still prove an optimum the search found (p16 bidirectional m16: with
+#: 0.8 it did not in 30 s, with 0.5 it did; docs/modelling.md §17, *Pairs below 1500
+#: actions*, and §32)
+WINDOW_SHARE_SMALL = 0.5
 #: share of the time left that the modulo period scan may take, and the model size from
 #: which it runs (as the window search; docs/modelling.md §22) — without a memory limit;
 #: with one, from MODULO_MIN_ACTIONS_LIMITED (every size: on small memory-capped
@@ -71,7 +73,7 @@ def window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     """The warm start shortened by the window search (docs/modelling.md §17) when a gap is
     open and the method asks for it: ``(hint, horizon, stats)``; unchanged (stats None)
     otherwise.  With ``auto`` it runs on large models (:func:`search_applies`) for
-    :data:`WINDOW_SHARE` of the time left (:data:`WINDOW_SHARE_SMALL_PAIRS` below
+    :data:`WINDOW_SHARE` of the time left (:data:`WINDOW_SHARE_SMALL` below
     :data:`cpsched.solver.lns.MIN_ACTIONS`), with ``search`` on any model until the
     ``deadline``, with ``model`` never.  With an overlap cost the hint is a
     :class:`PairSolution` and the windows form, keep and break pairs.  With a deadline each
@@ -90,7 +92,7 @@ def window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     until = None
     if deadline is not None:
         share = 1.0 if method == "search" else WINDOW_SHARE if (
-            inst.n_actions >= lns.MIN_ACTIONS) else WINDOW_SHARE_SMALL_PAIRS
+            inst.n_actions >= lns.MIN_ACTIONS) else WINDOW_SHARE_SMALL
         until = time.perf_counter() + share * (deadline - time.perf_counter())
         budget = math.inf
         if until - time.perf_counter() < window_setup_seconds(inst):
@@ -110,9 +112,12 @@ def window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
 
 def search_applies(inst: Instance) -> bool:
     """Whether ``auto`` runs the window search: from :data:`cpsched.solver.lns.MIN_ACTIONS`
-    actions, or :data:`cpsched.solver.lns.MIN_ACTIONS_PAIRS` with an overlap cost."""
+    actions, :data:`cpsched.solver.lns.MIN_ACTIONS_PAIRS` with an overlap cost, or
+    :data:`cpsched.solver.lns.MIN_ACTIONS_LIMITED` under a memory limit."""
     if inst.overlap_forward_backward is not None:
         return inst.n_actions >= lns.MIN_ACTIONS_PAIRS
+    if inst.memory_limit is not None:
+        return inst.n_actions >= lns.MIN_ACTIONS_LIMITED
     return inst.n_actions >= lns.MIN_ACTIONS
 
 
@@ -234,7 +239,7 @@ __all__ = ["METHODS", "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS", "PAIR_RELAX_DE
            "PAIR_RELAX_MAX_SECONDS",
            "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE",
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
-           "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL_PAIRS",
+           "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL",
            "check_method", "modulo_candidate", "pair_relaxation", "pair_windows",
            "search_applies", "tent",
            "window_search", "window_setup_seconds", "window_stats"]

@@ -1,0 +1,83 @@
+"""Benchmark: the full model alone against the window search first, on memory-capped
+instances of 500-1499 actions (docs/modelling.md §32).
+
+Draws random instances with ``make_scale_instances.random_instances`` (8 per seed, seeds
+from ``--seed`` on) and keeps those with a memory limit, no overlap cost and 500-1499
+actions, until ``--count`` are found (or takes the given files).  Each is solved twice with
+``solve(time_limit=T)``: ``method="model"`` (what ``auto`` ran below 1500 actions before
+session 27) and ``method="auto"`` (since then: the window search with half of the time, then
+the full model).  Prints makespan, bound and status of both, how much shorter ``auto`` is,
+and the seconds.  Wall-clock limits: a run's values vary by about 1 %.
+
+    python benchmarks/capped_midsize.py                      # seeds 100.., 10 instances, -t 60
+    python benchmarks/capped_midsize.py -t 120 --count 4
+    python benchmarks/capped_midsize.py FILE ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+from make_scale_instances import random_instances
+
+from cpsched import load_instance, solve
+from cpsched.instance import Instance
+
+
+def capped_midsize(first_seed: int, count: int, out: Path) -> list[Instance]:
+    """``count`` random instances with a memory limit, no overlap cost and 500-1499 actions,
+    drawn from seed ``first_seed`` on (at most 200 seeds)."""
+    found: list[Instance] = []
+    for seed in range(first_seed, first_seed + 200):
+        folder = out / str(seed)
+        for name in random_instances(seed, 8, folder):
+            inst = load_instance(folder / f"{name}.toml")
+            if (inst.memory_limit is not None and inst.overlap_forward_backward is None
+                    and 500 <= inst.n_actions < 1500):
+                found.append(inst)
+                if len(found) == count:
+                    return found
+    return found
+
+
+def row(inst: Instance, seconds: float) -> dict[str, object]:
+    """One table row: ``inst`` solved with the full model alone and with ``auto``."""
+    out: dict[str, object] = {"instance": inst.name, "actions": inst.n_actions}
+    made: dict[str, float] = {}
+    for method in ("model", "auto"):
+        t0 = time.perf_counter()
+        res = solve(inst, time_limit=seconds, method=method)
+        made[method] = res.makespan
+        out[method] = f"{res.makespan:g} {res.status}"
+        out[f"{method} bound"] = res.lower_bound
+        out[f"{method} s"] = round(time.perf_counter() - t0, 1)
+    out["shorter"] = f"{100 * (made['model'] - made['auto']) / made['model']:.1f} %"
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="*", type=Path)
+    ap.add_argument("-t", "--time-limit", type=float, default=60.0)
+    ap.add_argument("--seed", type=int, default=100, help="first seed drawn (default 100)")
+    ap.add_argument("--count", type=int, default=10, help="instances drawn (default 10)")
+    args = ap.parse_args()
+    if args.files:
+        instances = [load_instance(f) for f in args.files]
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="capped_midsize_"))
+        instances = capped_midsize(args.seed, args.count, tmp)
+    rows = []
+    for inst in instances:
+        rows.append(row(inst, args.time_limit))
+        print(pd.DataFrame(rows[-1:]).to_markdown(index=False), flush=True)
+    print()
+    print(pd.DataFrame(rows).to_markdown(index=False))
+
+
+if __name__ == "__main__":
+    main()
