@@ -3,14 +3,16 @@ instances of 500-1499 actions (docs/modelling.md §32).
 
 Draws random instances with ``make_scale_instances.random_instances`` (8 per seed, seeds
 from ``--seed`` on) and keeps those with a memory limit, no overlap cost and 500-1499
-actions, until ``--count`` are found (or takes the given files).  Each is solved twice with
-``solve(time_limit=T)``: ``method="model"`` (what ``auto`` ran below 1500 actions before
-session 27) and ``method="auto"`` (since then: the window search with half of the time, then
-the full model).  Prints makespan, bound and status of both, how much shorter ``auto`` is,
-and the seconds.  Wall-clock limits: a run's values vary by about 1 %.
+actions (``--actions``), until ``--count`` are found (or takes the given files).  Each is
+solved twice with ``solve(time_limit=T)``: ``method="model"`` (what ``auto`` ran below 1500
+actions before session 27) and ``method="auto"`` (since then, from 500 actions: the window
+search with half of the time, then the full model).  Prints makespan, bound and status of
+both, how much shorter ``auto`` is, and the seconds.  Wall-clock limits: a run's values vary
+by about 1 %.
 
     python benchmarks/capped_midsize.py                      # seeds 100.., 10 instances, -t 60
     python benchmarks/capped_midsize.py -t 120 --count 4
+    python benchmarks/capped_midsize.py --actions 250 500     # below the threshold
     python benchmarks/capped_midsize.py FILE ...
 """
 
@@ -28,16 +30,17 @@ from cpsched import load_instance, solve
 from cpsched.instance import Instance
 
 
-def capped_midsize(first_seed: int, count: int, out: Path) -> list[Instance]:
-    """``count`` random instances with a memory limit, no overlap cost and 500-1499 actions,
-    drawn from seed ``first_seed`` on (at most 200 seeds)."""
+def capped_midsize(first_seed: int, count: int, out: Path,
+                   actions: tuple[int, int] = (500, 1500)) -> list[Instance]:
+    """``count`` random instances with a memory limit, no overlap cost and ``lo <= actions
+    < hi`` (``actions = (lo, hi)``), drawn from seed ``first_seed`` on (at most 200 seeds)."""
     found: list[Instance] = []
     for seed in range(first_seed, first_seed + 200):
         folder = out / str(seed)
         for name in random_instances(seed, 8, folder):
             inst = load_instance(folder / f"{name}.toml")
             if (inst.memory_limit is not None and inst.overlap_forward_backward is None
-                    and 500 <= inst.n_actions < 1500):
+                    and actions[0] <= inst.n_actions < actions[1]):
                 found.append(inst)
                 if len(found) == count:
                     return found
@@ -65,12 +68,14 @@ def main() -> None:
     ap.add_argument("-t", "--time-limit", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=100, help="first seed drawn (default 100)")
     ap.add_argument("--count", type=int, default=10, help="instances drawn (default 10)")
+    ap.add_argument("--actions", type=int, nargs=2, default=(500, 1500), metavar=("LO", "HI"),
+                    help="draw instances of LO <= actions < HI (default 500 1500)")
     args = ap.parse_args()
     if args.files:
         instances = [load_instance(f) for f in args.files]
     else:
         tmp = Path(tempfile.mkdtemp(prefix="capped_midsize_"))
-        instances = capped_midsize(args.seed, args.count, tmp)
+        instances = capped_midsize(args.seed, args.count, tmp, tuple(args.actions))
     rows = []
     for inst in instances:
         rows.append(row(inst, args.time_limit))
