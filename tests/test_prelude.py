@@ -137,20 +137,23 @@ def test_auto_searches_windows_from_fewer_actions_with_pairs_or_a_limit() -> Non
     assert not prelude.search_applies(make(4, 1, 8, F=1, I=1, W=1, limit=2))
 
 
+@pytest.mark.parametrize(("overlap", "improver"), [(2.5, "improve_overlap"),
+                                                  (None, "improve")])
 def test_auto_leaves_the_full_model_half_of_the_time_below_min_actions(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # a small pair model gets WINDOW_SHARE_SMALL of the time left for its windows
-    pairs = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=8)
+        monkeypatch: pytest.MonkeyPatch, overlap: float | None, improver: str) -> None:
+    # a small pair model, or a small memory-capped one (docs/modelling.md §32), gets
+    # WINDOW_SHARE_SMALL of the time left for its windows
+    inst = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", overlap=overlap, limit=8)
     seen: dict[str, float] = {}
 
-    def improve_overlap(inst, g, hint, *, deadline, **kw):  # noqa: ANN001, ANN003, ANN202
+    def improve(inst, g, hint, *, deadline, **kw):  # noqa: ANN001, ANN003, ANN202
         seen["until"], seen["now"] = deadline, prelude.time.perf_counter()
         raise StopIteration
 
-    monkeypatch.setattr(lns, "improve_overlap", improve_overlap)
+    monkeypatch.setattr(lns, improver, improve)
     end = prelude.time.perf_counter() + 20
     with pytest.raises(StopIteration):
-        solve(pairs, time_limit=20, workers=1,
-              candidates={"sequential": sequential_schedule(pairs)})
+        solve(inst, time_limit=20, workers=1,
+              candidates={"sequential": sequential_schedule(inst)})
     share = (seen["until"] - seen["now"]) / (end - seen["now"])
     assert share == pytest.approx(prelude.WINDOW_SHARE_SMALL, abs=0.02)
