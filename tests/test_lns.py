@@ -344,8 +344,7 @@ def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:
     # for this small model by lowering its size threshold
     inst = make(4, 2, 16, limit=6)
     seq = sequential_schedule(inst)
-    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
-    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10)
+    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10)  # a memory-capped model
     monkeypatch.setattr(lns, "START_WINDOW", 60)
     monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS_LIMITED", 10**9)  # keep the warm start
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
@@ -355,7 +354,6 @@ def test_solve_uses_it_on_large_models(monkeypatch: pytest.MonkeyPatch) -> None:
     assert res.schedule is not None and not validate(res.schedule)
     assert res.makespan <= ws["makespan"] < seq.makespan
     assert res.schedule.extra["warm_start_makespan"] == seq.makespan
-    monkeypatch.setattr(lns, "MIN_ACTIONS", 10**9)
     monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10**9)
     res = solve(inst, time_limit=None, workers=1, candidates={"sequential": seq},
                 parameters={"max_deterministic_time": 0.5})

@@ -97,8 +97,7 @@ def test_no_window_search_or_model_without_time_for_them(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # with less time left than setting up the window search takes, neither it nor the model
     # runs: the warm start comes back, validated, with the combinatorial bound, and says so
-    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)  # auto would search windows on this model
-    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10)
+    monkeypatch.setattr(lns, "MIN_ACTIONS_LIMITED", 10)  # auto would search windows on it
     monkeypatch.setattr(prelude, "MIN_WINDOW_SECONDS", 1e6)
     monkeypatch.setattr(facade, "MODEL_SECONDS_PER_ACTION", 1e6)
     monkeypatch.setattr(prelude, "MODULO_MIN_ACTIONS_LIMITED", 10**9)  # keep the warm start

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -316,6 +317,11 @@ def pressured_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int) -
     return list(dict.fromkeys(first + ranked))[:top]
 
 
+def _device_counts(g: nx.DiGraph) -> Counter[int]:
+    """Actions of the task graph ``g`` per device."""
+    return Counter(nx.get_node_attributes(g, "device").values())
+
+
 def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1, *,
                     pairs: bool = False) -> list[int]:
     """The devices the relaxation runs on: the ``top`` most pressured
@@ -327,12 +333,9 @@ def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1,
     if pairs != (inst.overlap_forward_backward is not None) or (
             not pairs and inst.memory_limit is None):
         return []
-    dev = nx.get_node_attributes(g, "device")
-    counts: dict[int, int] = {}
-    for a in g:
-        counts[dev[a]] = counts.get(dev[a], 0) + 1
+    counts = _device_counts(g)
     most = MAX_PAIR_ACTIONS if pairs else MAX_ACTIONS
-    return [d for d in pressured_devices(inst, g, ht, top) if counts.get(d, 0) <= most]
+    return [d for d in pressured_devices(inst, g, ht, top) if counts[d] <= most]
 
 
 def relaxed_groups(inst: Instance, g: nx.DiGraph) -> list[tuple[int, ...]]:
@@ -344,10 +347,7 @@ def relaxed_groups(inst: Instance, g: nx.DiGraph) -> list[tuple[int, ...]]:
     the search, :func:`relaxed_devices`)."""
     if inst.memory_limit is None or inst.overlap_forward_backward is not None:
         return []
-    dev = nx.get_node_attributes(g, "device")
-    counts = [0] * inst.p
-    for a in g:
-        counts[dev[a]] += 1
+    counts = _device_counts(g)
     ends = [range(inst.p)] + ([range(inst.p - 1, -1, -1)]
                               if inst.placement == "bidirectional" else [])
     groups: list[tuple[int, ...]] = []
