@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 import cpsched.solver.facade as facade
 import cpsched.solver.lns as lns
 import cpsched.solver.prelude as prelude
+import cpsched.solver.relaxation as relaxation
 from cpsched import solve
 from cpsched.cli import app
 from cpsched.schedules.transforms import sequential_schedule
@@ -156,3 +157,66 @@ def test_auto_leaves_the_full_model_half_of_the_time_below_min_actions(
               candidates={"sequential": sequential_schedule(inst)})
     share = (seen["until"] - seen["now"]) / (end - seen["now"])
     assert share == pytest.approx(prelude.WINDOW_SHARE_SMALL, abs=0.02)
+
+
+def test_search_share_by_size_and_what_may_follow() -> None:
+    # docs/modelling.md §33: all of the time from lns.MIN_ACTIONS actions on, unless the
+    # one-device relaxation may follow (a limit, no overlap cost, few actions a device)
+    small = make(8, 1, 32, F=1, I=1, W=1, placement="bidirectional", limit=8)
+    plain = make(32, 2, 64)
+    pairs = make(16, 1, 64, F=1, I=1, W=1, placement="bidirectional", overlap=2.5)
+    relaxable = make(16, 1, 64, F=1, I=1, W=1, limit=8)  # 192 actions a device
+    crowded = make(16, 2, 64, limit=8)  # 256 actions a device
+    assert small.n_actions < lns.MIN_ACTIONS
+    for inst in (plain, pairs, relaxable, crowded):
+        assert inst.n_actions >= lns.MIN_ACTIONS
+        assert prelude.search_share(inst, "search") == 1.0
+    assert prelude.search_share(small) == prelude.WINDOW_SHARE_SMALL
+    assert prelude.search_share(small, "search") == 1.0
+    assert relaxable.n_actions // relaxable.p <= relaxation.MAX_ACTIONS
+    assert prelude.search_share(relaxable) == prelude.WINDOW_SHARE
+    assert crowded.n_actions // crowded.p > relaxation.MAX_ACTIONS
+    for inst in (plain, pairs, crowded):
+        assert prelude.search_share(inst) == 1.0
+
+
+def test_a_large_model_is_searched_to_the_time_limit_without_a_full_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a window search that runs until its deadline (all of the time left on a large model,
+    # §33) leaves no model: its schedule comes back, validated, and the result says why
+    inst = make(4, 2, 16)
+    seq = sequential_schedule(inst)
+    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+    seen: dict[str, float] = {}
+
+    def improve(inst, g, hint, *, deadline, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen["until"], seen["now"] = deadline, prelude.time.perf_counter()
+        prelude.time.sleep(max(0.0, deadline - prelude.time.perf_counter()))
+        return dict(hint), lns.LnsStats(windows=1, makespan=2**40)
+
+    monkeypatch.setattr(lns, "improve", improve)
+    end = prelude.time.perf_counter() + 4
+    res = solve(inst, time_limit=4, workers=1, candidates={"sequential": seq})
+    share = (seen["until"] - seen["now"]) / (end - seen["now"])
+    assert share > 0.8  # all of it but what is kept back for the end
+    assert res.message == facade.SEARCH_TIME_MESSAGE and res.solver_status == "UNKNOWN"
+    assert "restricted" not in res.stats  # no model was built
+    assert res.schedule is not None and validate(res.schedule) == []
+    assert res.makespan == seq.makespan
+
+
+def test_the_model_runs_when_the_search_ends_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a search that ends before its deadline (sweeps that change nothing) leaves the rest
+    # of the time to the full model, which may prove an optimum the search cannot
+    inst = make(4, 2, 16)
+    seq = sequential_schedule(inst)
+    monkeypatch.setattr(lns, "MIN_ACTIONS", 10)
+
+    def improve(inst, g, hint, **kw):  # noqa: ANN001, ANN003, ANN202
+        return dict(hint), lns.LnsStats(windows=1, makespan=2**40)
+
+    monkeypatch.setattr(lns, "improve", improve)
+    res = solve(inst, time_limit=30, workers=1, candidates={"sequential": seq})
+    assert "restricted" in res.stats and res.stats["window_search"] is not None
+    assert res.status == "OPTIMAL" and res.schedule is not None
+    assert validate(res.schedule) == []

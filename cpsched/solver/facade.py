@@ -39,6 +39,7 @@ from cpsched.solver.prelude import (
     modulo_candidate,
     pair_relaxation,
     pair_windows,
+    search_share,
     tent,
     window_search,
     window_stats,
@@ -280,10 +281,15 @@ MODEL_SECONDS_PER_ACTION = 1e-4
 #: a 4608-action pair model took 7 s beside another solve, after a -t 10 window search had
 #: left 0.9 s: the plain estimate let it start)
 MODEL_SECONDS_PER_ACTION_PAIRS = 4e-4
+#: after the window search the model is built only with at least this many seconds to search
+MIN_MODEL_SECONDS = 1.0
 NO_TIME_MESSAGE = ("too little time left to build the full model after the window search: "
                    "its schedule, with the combinatorial bound")
 NO_TIME_WARM_MESSAGE = ("too little time left for the window search or the full model: the "
                         "warm start, with the combinatorial bound")
+SEARCH_TIME_MESSAGE = ("the window search ran to the time limit (at this size the full model "
+                       "after it finds nothing in minutes, docs/modelling.md §33): its "
+                       "schedule, with the combinatorial bound")
 SEARCH_MESSAGE = "method search: the window search's schedule, with the combinatorial bound"
 SEARCH_DONE_MESSAGE = "method search: the warm start meets the bound, nothing to search"
 
@@ -303,18 +309,26 @@ def _skip_model(inst: Instance, deadline: float | None, windows: lns.LnsStats | 
         return SEARCH_DONE_MESSAGE if done else NO_TIME_WARM_MESSAGE
     if done:  # the warm start meets the bound: a model could only prove it again
         return ""
-    if _no_time_for_model(inst, deadline):
-        return NO_TIME_MESSAGE if windows is not None else NO_TIME_WARM_MESSAGE
+    if _no_time_for_model(inst, deadline, windows is not None):
+        if windows is None:
+            return NO_TIME_WARM_MESSAGE
+        return SEARCH_TIME_MESSAGE if search_share(inst, method) == 1.0 else NO_TIME_MESSAGE
     return None
 
 
-def _no_time_for_model(inst: Instance, deadline: float | None) -> bool:
-    """Whether building the model would run past ``deadline`` (the time limit): then the
-    model is not built, and the best schedule so far is the result."""
+def _no_time_for_model(inst: Instance, deadline: float | None, searched: bool = False
+                       ) -> bool:
+    """Whether building the model would run past ``deadline`` (the time limit) — after the
+    window search (``searched``) also whether it would have less than
+    :data:`MIN_MODEL_SECONDS` to search: then the model is not built, and the best schedule
+    so far is the result."""
+    if deadline is None:
+        return False
     per_action = (MODEL_SECONDS_PER_ACTION if inst.overlap_forward_backward is None
                   else max(MODEL_SECONDS_PER_ACTION, MODEL_SECONDS_PER_ACTION_PAIRS))
-    return deadline is not None and (
-        deadline - time.perf_counter() < per_action * inst.n_actions)
+    if searched:
+        return seconds_left(inst, deadline) < per_action * inst.n_actions + MIN_MODEL_SECONDS
+    return deadline - time.perf_counter() < per_action * inst.n_actions
 
 
 def _without_model(inst: Instance, g: Any, hint: Any, lb: int, horizon: int,

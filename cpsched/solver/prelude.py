@@ -22,21 +22,25 @@ from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
 from cpsched.solver import lns
 from cpsched.solver.overlap import PairSolution
-from cpsched.solver.relaxation import relaxation_bound, relaxed_devices
+from cpsched.solver.relaxation import MAX_ACTIONS, relaxation_bound, relaxed_devices
+from cpsched.solver.search_run import seconds_left
 from cpsched.tent_bound import applies, tent_bound
 
 #: The solve methods: ``auto`` — on models of :data:`cpsched.solver.lns.MIN_ACTIONS` or more
 #: actions (:data:`cpsched.solver.lns.MIN_ACTIONS_PAIRS` with an overlap cost,
 #: :data:`cpsched.solver.lns.MIN_ACTIONS_LIMITED` under a memory limit) the window search,
-#: then the full model; below that the full model alone;
+#: then the full model with the time left (:func:`search_share`); below that the full model
+#: alone;
 #: ``model`` — the full model from the best warm start, whatever the size; ``search`` — the
 #: window search with all of the time and no full model (the bound is then the combinatorial
 #: one, docs/modelling.md §4, §11, §16).
 METHODS = ("auto", "model", "search")
 
-#: share of the time left that the window search gets (when it applies; at p = 16–32 the full
-#: model after it never shortened its schedule in 120 s, docs/modelling.md §17), and its
-#: deterministic budget without a time limit (CP-SAT units, reproducible)
+#: share of the time left that the window search gets on models of lns.MIN_ACTIONS or more
+#: when the one-device relaxation may follow it (:func:`search_share`; without it the search
+#: gets all of the time: at that size the full model after it never shortened its schedule or
+#: raised the bound in 120 s, docs/modelling.md §17, §33), and its deterministic budget
+#: without a time limit (CP-SAT units, reproducible)
 WINDOW_SHARE, WINDOW_DETERMINISTIC_TIME = 0.8, 30.0
 #: its share on models below lns.MIN_ACTIONS (with an overlap cost or a memory limit): the
 #: full model there can still prove an optimum the search found (p16 bidirectional m16: with
@@ -73,11 +77,10 @@ def window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
     """The warm start shortened by the window search (docs/modelling.md §17) when a gap is
     open and the method asks for it: ``(hint, horizon, stats)``; unchanged (stats None)
     otherwise.  With ``auto`` it runs on large models (:func:`search_applies`) for
-    :data:`WINDOW_SHARE` of the time left (:data:`WINDOW_SHARE_SMALL` below
-    :data:`cpsched.solver.lns.MIN_ACTIONS`), with ``search`` on any model until the
-    ``deadline``, with ``model`` never.  With an overlap cost the hint is a
-    :class:`PairSolution` and the windows form, keep and break pairs.  With a deadline each
-    window runs ``workers`` CP-SAT workers, at most one per core
+    :func:`search_share` of the time left, with ``search`` on any model until the
+    ``deadline`` (less what is kept back for the end), with ``model`` never.  With an
+    overlap cost the hint is a :class:`PairSolution` and the windows form, keep and break
+    pairs.  With a deadline each window runs ``workers`` CP-SAT workers, at most one per core
     (:func:`cpsched.solver.lns.window_workers`).
 
     Args:
@@ -91,9 +94,7 @@ def window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
         budget = min(budget, float(parameters["max_deterministic_time"]))
     until = None
     if deadline is not None:
-        share = 1.0 if method == "search" else WINDOW_SHARE if (
-            inst.n_actions >= lns.MIN_ACTIONS) else WINDOW_SHARE_SMALL
-        until = time.perf_counter() + share * (deadline - time.perf_counter())
+        until = time.perf_counter() + search_share(inst, method) * seconds_left(inst, deadline)
         budget = math.inf
         if until - time.perf_counter() < window_setup_seconds(inst):
             return hint, horizon, None  # it could not run a window: do not set it up
@@ -119,6 +120,24 @@ def search_applies(inst: Instance) -> bool:
     if inst.memory_limit is not None:
         return inst.n_actions >= lns.MIN_ACTIONS_LIMITED
     return inst.n_actions >= lns.MIN_ACTIONS
+
+
+def search_share(inst: Instance, method: str = "auto") -> float:
+    """The share of the time left (after what is kept back for the end,
+    :func:`cpsched.solver.search_run.seconds_left`) the window search gets: all of it with
+    ``search``; with ``auto`` :data:`WINDOW_SHARE_SMALL` below
+    :data:`cpsched.solver.lns.MIN_ACTIONS` actions (the full model may still prove what the
+    search found); from there on all of it — the full model runs only when the search ends
+    early, after sweeps that change nothing — unless the one-device relaxation may follow
+    (a memory limit, no overlap cost, at most :data:`cpsched.solver.relaxation.MAX_ACTIONS`
+    actions a device): then :data:`WINDOW_SHARE` (docs/modelling.md §33)."""
+    if method == "search":
+        return 1.0
+    if inst.n_actions < lns.MIN_ACTIONS:
+        return WINDOW_SHARE_SMALL
+    relaxable = (inst.memory_limit is not None and inst.overlap_forward_backward is None
+                 and inst.n_actions // inst.p <= MAX_ACTIONS)
+    return WINDOW_SHARE if relaxable else 1.0
 
 
 def window_setup_seconds(inst: Instance) -> float:
@@ -241,5 +260,5 @@ __all__ = ["METHODS", "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS", "PAIR_RELAX_DE
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
            "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL",
            "check_method", "modulo_candidate", "pair_relaxation", "pair_windows",
-           "search_applies", "tent",
+           "search_applies", "search_share", "tent",
            "window_search", "window_setup_seconds", "window_stats"]
