@@ -10,12 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import networkx as nx
 import pytest
 from conftest import make
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 from test_solver_overlap import overlap_instances
 
 import cpsched.solver.facade as facade
@@ -208,6 +210,27 @@ def test_the_cool_down_is_searched_first(monkeypatch: pytest.MonkeyPatch) -> Non
     out = _as_schedule(inst, a)
     assert not validate(out)
     assert inst.ticks(out.makespan) == sa.makespan <= horizon
+
+
+def test_the_cool_down_ends_after_a_small_gain(monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/modelling.md §33: a cool-down window that shortens the schedule by less than
+    # DRAIN_MIN_GAIN of its makespan ends the phase (the sweeps take over); larger gains
+    # keep it going at the same window size
+    inc = SimpleNamespace(makespan=10_000, by_start=[(0, 0, 0)] * 4000)
+    gains = [200, 100, 10, 300]  # 2 %, 1 %, then 0.1 % < DRAIN_MIN_GAIN
+    assert 10 < lns.DRAIN_MIN_GAIN * 9_700 < 100
+    sizes: list[int] = []
+
+    def window(self, window, before, deterministic_time, seconds, plateau=False):  # noqa: ANN001, ANN202
+        sizes.append(len(window))
+        self.inc.makespan -= gains[len(sizes) - 1]
+        return cp_model.FEASIBLE, deterministic_time, 0.0
+
+    monkeypatch.setattr(lns._Search, "window", window)
+    monkeypatch.setattr(lns, "_choose", lambda inc, cursor, size: (set(range(size)), set()))
+    run = lns._Search(SimpleNamespace(overlap=None), inc, None, 100.0, 0, 0, None, None, None)
+    lns._drain_windows(run)
+    assert sizes == [lns.DRAIN_WINDOW] * 3 and inc.makespan == 10_000 - 310
 
 
 def test_two_workers_per_window_only_with_a_deadline() -> None:

@@ -19,7 +19,8 @@ start within minutes.  This search improves it one *time window* at a time:
    kept when the makespan is shorter.
 
 The search starts with large windows over the *end* of the schedule (:func:`_drain_windows`:
-the cool-down, which sweeps from the start reach last), then sweeps windows from the start;
+the cool-down, which sweeps from the start reach last; until a window gains little), then
+sweeps windows from the start;
 after a sweep without a shorter schedule it sweeps once with *plateau* windows, which keep a
 schedule as long as before when nothing after the window gets later and some work earlier
 (docs/modelling.md §17).
@@ -84,6 +85,9 @@ PLATEAU = True
 #: without a shorter schedule before the sweeps start.
 DRAIN_SHARE = 0.4
 DRAIN_WINDOW, DRAIN_DETERMINISTIC_TIME, DRAIN_SECONDS, DRAIN_TRIES = 1000, 8.0, 15.0, 3
+#: A cool-down window that shortens the schedule by less than this share of its makespan ends
+#: the phase: the cool-down's large waits are gone and the sweeps find more per second
+DRAIN_MIN_GAIN = 0.005
 #: pair windows too (off: on the DualPipe rows they gave the same results as the sweeps)
 DRAIN_WITH_PAIRS = False
 #: With an overlap cost and a pair-free start: share of the time to the deadline for the
@@ -296,6 +300,8 @@ def _drain_windows(run: _Search) -> None:
         out = run.window(window, fixed, min(DRAIN_DETERMINISTIC_TIME, budget - run.used),
                          seconds)
         if run.inc.makespan < before:
+            if before - run.inc.makespan < DRAIN_MIN_GAIN * before:
+                break
             fails = 0
             continue
         fails += 1
