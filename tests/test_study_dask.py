@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import distributed
 import pandas as pd
 import psutil
 import pytest
@@ -25,8 +26,9 @@ from conftest import INSTANCES
 from conftest import same_table as same
 from distributed import Client, LocalCluster
 
-from cpsched.study import compare, load_grid
+from cpsched.study import compare, dask_run, load_grid
 from cpsched.study.dask_run import _sigint_noted, _State
+from cpsched.study.parallel import LimitSolve
 
 DET = {"max_deterministic_time": 0.5}
 GRID = """base = "{base}"
@@ -101,6 +103,51 @@ def test_killed_worker_mid_study_still_completes(
     same(table, reference[0])
     files = list((tmp_path / "s" / "results").iterdir())
     assert len(files) == reference[1] and not [f for f in files if "error" in f.name]
+
+
+def test_a_result_lost_with_its_worker_is_waited_for_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # as_completed gives a future back as done, then the worker holding its result dies
+    # (status "lost", or "pending" once Dask computes it again): the run waits for it once
+    # more and records its result, not an ERROR row (a killed worker's race, seen in CI)
+    class Future:
+        def __init__(self) -> None:
+            self.statuses = ["lost", "pending", "finished"]
+
+        @property
+        def status(self) -> str:
+            return self.statuses[0]
+
+        def result(self) -> tuple[LimitSolve, str]:
+            return LimitSolve(makespan=7.0, status="OPTIMAL"), "tcp://127.0.0.1:1"
+
+        def release(self) -> None:
+            pass
+
+    class AsCompleted:  # gives each future back; one added again comes back recomputed
+        def __init__(self, loop: object = None) -> None:
+            self.queue: list[Future] = []
+            self.seen: set[int] = set()
+
+        def add(self, fut: Future) -> None:
+            if id(fut) in self.seen:
+                fut.statuses.pop(0)
+            self.seen.add(id(fut))
+            self.queue.append(fut)
+
+        def __iter__(self) -> Iterator[Future]:
+            while self.queue:
+                yield self.queue.pop(0)
+
+    arrived: list[tuple[object, LimitSolve, str]] = []
+    state = SimpleNamespace(arrive=lambda t, o, w: arrived.append((t, o, w)) or [],
+                            check=lambda: None)
+    client = SimpleNamespace(loop=None, submit=lambda *a, **k: Future())
+    monkeypatch.setattr(distributed, "as_completed", AsCompleted)
+    task = SimpleNamespace(task_id="t1")
+    dask_run._run_dask(state, [task], client, SimpleNamespace(update=lambda n: None))
+    assert arrived == [(task, LimitSolve(makespan=7.0, status="OPTIMAL"),
+                        "tcp://127.0.0.1:1")]
 
 
 def _results(study: Path) -> dict[str, bytes]:

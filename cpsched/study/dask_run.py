@@ -196,6 +196,12 @@ def _run_inline(state: _State, first: list[SolveTask], bar: _Bar) -> None:
         state.check()
 
 
+#: statuses of a future whose result was lost with the worker holding it after it was done
+#: (as_completed had already given it back): Dask computes it again, so it is waited for once
+#: more, not recorded as a failure
+_RECOMPUTED = ("lost", "pending")
+
+
 def _failure(fut: Any) -> LimitSolve:
     """The ``ERROR`` outcome of a Dask future that failed or was cancelled."""
     try:
@@ -222,6 +228,9 @@ def _run_dask(state: _State, first: list[SolveTask], client: Any, bar: _Bar) -> 
         submit(first)
         bar.update(len(futures))
         for fut in pending:
+            if fut.status in _RECOMPUTED:  # done, then lost with its worker: wait again
+                pending.add(fut)
+                continue
             task = futures.pop(fut)
             if fut.status == "finished":
                 outcome, worker = fut.result()
