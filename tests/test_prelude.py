@@ -175,6 +175,8 @@ def test_search_share_by_size_and_what_may_follow() -> None:
     assert prelude.search_share(small, "search") == 1.0
     assert relaxable.n_actions // relaxable.p <= relaxation.MAX_ACTIONS
     assert prelude.search_share(relaxable) == prelude.WINDOW_SHARE
+    assert relaxation.may_follow_search(relaxable)
+    assert not any(relaxation.may_follow_search(i) for i in (plain, pairs, crowded))
     assert crowded.n_actions // crowded.p > relaxation.MAX_ACTIONS
     for inst in (plain, pairs, crowded):
         assert prelude.search_share(inst) == 1.0

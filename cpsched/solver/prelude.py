@@ -22,7 +22,7 @@ from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
 from cpsched.solver import lns
 from cpsched.solver.overlap import PairSolution
-from cpsched.solver.relaxation import MAX_ACTIONS, relaxation_bound, relaxed_devices
+from cpsched.solver.relaxation import may_follow_search, relaxation_bound, relaxed_devices
 from cpsched.solver.search_run import seconds_left
 from cpsched.tent_bound import applies, tent_bound
 
@@ -129,15 +129,13 @@ def search_share(inst: Instance, method: str = "auto") -> float:
     :data:`cpsched.solver.lns.MIN_ACTIONS` actions (the full model may still prove what the
     search found); from there on all of it — the full model runs only when the search ends
     early, after sweeps that change nothing — unless the one-device relaxation may follow
-    (a memory limit, no overlap cost, at most :data:`cpsched.solver.relaxation.MAX_ACTIONS`
-    actions a device): then :data:`WINDOW_SHARE` (docs/modelling.md §33)."""
+    (:func:`cpsched.solver.relaxation.may_follow_search`): then :data:`WINDOW_SHARE`
+    (docs/modelling.md §33)."""
     if method == "search":
         return 1.0
     if inst.n_actions < lns.MIN_ACTIONS:
         return WINDOW_SHARE_SMALL
-    relaxable = (inst.memory_limit is not None and inst.overlap_forward_backward is None
-                 and inst.n_actions // inst.p <= MAX_ACTIONS)
-    return WINDOW_SHARE if relaxable else 1.0
+    return WINDOW_SHARE if may_follow_search(inst) else 1.0
 
 
 def window_setup_seconds(inst: Instance) -> float:

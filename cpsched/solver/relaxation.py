@@ -322,6 +322,21 @@ def _device_counts(g: nx.DiGraph) -> Counter[int]:
     return Counter(nx.get_node_attributes(g, "device").values())
 
 
+def _after_search(inst: Instance) -> bool:
+    """Whether the relaxation after the search applies to ``inst`` at all: a memory limit
+    and no overlap cost (docs/modelling.md §21; with one, the relaxation with pairs runs
+    before the search, §29)."""
+    return inst.memory_limit is not None and inst.overlap_forward_backward is None
+
+
+def may_follow_search(inst: Instance) -> bool:
+    """Whether the one-device relaxation may run after the search on ``inst``
+    (:func:`relaxed_devices` without ``pairs`` may name a device): it applies and a device
+    holds at most :data:`MAX_ACTIONS` actions (every device holds ``n_actions / p``).
+    :func:`cpsched.solver.prelude.search_share` leaves it time then (§33)."""
+    return _after_search(inst) and inst.n_actions // inst.p <= MAX_ACTIONS
+
+
 def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1, *,
                     pairs: bool = False) -> list[int]:
     """The devices the relaxation runs on: the ``top`` most pressured
@@ -330,8 +345,7 @@ def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1,
     ``pairs`` none without a memory limit or with an overlap cost (the relaxation after the
     search, docs/modelling.md §21); with ``pairs`` none *without* an overlap cost (the
     relaxation with pairs before the search, limit or not, §29)."""
-    if pairs != (inst.overlap_forward_backward is not None) or (
-            not pairs and inst.memory_limit is None):
+    if not (inst.overlap_forward_backward is not None if pairs else _after_search(inst)):
         return []
     counts = _device_counts(g)
     most = MAX_PAIR_ACTIONS if pairs else MAX_ACTIONS
@@ -345,7 +359,7 @@ def relaxed_groups(inst: Instance, g: nx.DiGraph) -> list[tuple[int, ...]]:
     is the full model) with at most :data:`MAX_GROUP_ACTIONS` actions together, at least
     two.  None without a memory limit or with an overlap cost (as the single devices after
     the search, :func:`relaxed_devices`)."""
-    if inst.memory_limit is None or inst.overlap_forward_backward is not None:
+    if not _after_search(inst):
         return []
     counts = _device_counts(g)
     ends = [range(inst.p)] + ([range(inst.p - 1, -1, -1)]
@@ -403,4 +417,4 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
 
 __all__ = ["GROUP_SIZE", "MAX_ACTIONS", "MAX_GROUP_ACTIONS", "MAX_PAIR_ACTIONS",
            "DeviceRelaxation", "pressured_devices", "relax_device", "relaxation_bound",
-           "relaxed_devices", "relaxed_groups"]
+           "may_follow_search", "relaxed_devices", "relaxed_groups"]
