@@ -1,14 +1,14 @@
 """Benchmark: the window search's CP-SAT limit per sweep window (docs/modelling.md §17, §34).
 
 Solves each instance with ``solve(time_limit=T)`` (``auto``, the default workers) once per
-limit in ``--limits`` (deterministic units per window; the wall limit per window is three
-seconds a unit, as :data:`cpsched.solver.lns.WINDOW_SECONDS` is to
-:data:`cpsched.solver.lns.WINDOW_DETERMINISTIC_TIME`), ``--runs`` times each with seeds
-0, 1, ..., and prints per instance and limit the makespans, the bound, and the window
-search's windows and shorter schedules.  Wall-clock limits: a run's makespan varies by
-0.5-1 % from run to run (docs/modelling.md §34), so compare several runs or rows.  With
-``--workers 1`` two benchmarks can share a 2-core machine, but one worker per window does
-not predict two (§34: shorter windows won on one worker, not on two).
+limit in ``--limits`` (deterministic units per window; the wall limit per window scales with
+it, as :data:`cpsched.solver.lns.WINDOW_SECONDS` is to
+:data:`cpsched.solver.lns.WINDOW_DETERMINISTIC_TIME`: three seconds a unit), ``--runs``
+times each with seeds 0, 1, ..., and prints per instance and limit the makespans, the
+bound, and the window search's windows and shorter schedules.  Wall-clock limits: a run's
+makespan varies by 0.5-1 % from run to run (docs/modelling.md §34), so compare several runs
+or rows.  With ``--workers 1`` two benchmarks can share a 2-core machine, but one worker
+per window does not predict two (§34: shorter windows won on one worker, not on two).
 
     python benchmarks/window_limit.py                          # shipped rows, 1.0 and 0.5
     python benchmarks/window_limit.py -t 60 --limits 1 0.5 0.25 --runs 2 FILE ...
@@ -34,7 +34,7 @@ def run(path: Path, limit: float, seconds: float, seed: int, workers: int | None
         ) -> dict[str, object]:
     """One solve of ``path`` with ``limit`` units per sweep window: a table row."""
     saved = lns.WINDOW_DETERMINISTIC_TIME, lns.WINDOW_SECONDS
-    lns.WINDOW_DETERMINISTIC_TIME, lns.WINDOW_SECONDS = limit, 3.0 * limit
+    lns.WINDOW_DETERMINISTIC_TIME, lns.WINDOW_SECONDS = limit, saved[1] / saved[0] * limit
     try:
         inst = load_instance(path)
         res = solve(inst, time_limit=seconds, seed=seed, workers=workers)
