@@ -1,19 +1,21 @@
-"""Benchmark: groups of devices kept together in the relaxation (docs/modelling.md §31).
+"""Benchmark: groups of devices kept together in the relaxation (docs/modelling.md §31, §35).
 
 For each instance: the combinatorial bound (§4, §11, §16, §30), then the relaxation of
 device 0 alone and of each group ``solve`` forms (:func:`cpsched.solver.relaxation.
-relaxed_groups`; devices 0-2, and p-3..p-1 under bidirectional placement), each from the
+relaxed_groups`: under loop and V placement the turn groups 0 + last and 0 + 1 + last,
+then the first devices 0-2; p-3..p-1 too under bidirectional placement), each from the
 combinatorial bound up to ``--upper`` (default: the best valid known schedule), within
 ``--units`` CP-SAT deterministic units on one worker (reproducible), with the bound each
 proves, whether it solved it, and the seconds.  Groups above ``MAX_GROUP_ACTIONS``, which
-``solve`` skips, are left out ("-").
+``solve`` skips, are left out (empty cells).
 
     python benchmarks/relaxation_groups.py              # the small cases below
     python benchmarks/relaxation_groups.py FILE ... --units 20 --upper 108.58
 
 Default instances: three small loop shapes (F = 2, B = 3, activation 1, limit 3; the full
-model proves their optima) and instances 5 and 7 of ``make_scale_instances.py --random 26``
-(p12 loop v1 m24 at V-Half's limit; p8 loop v2 m8 at half of 1F1B's memory).
+model proves their optima), instances 5 and 7 of ``make_scale_instances.py --random 26``
+(p12 loop v1 m24 at V-Half's limit; p8 loop v2 m8 at half of 1F1B's memory) and r27-4 of
+``--random 27`` (p8 loop v2, fused, profiled, V-Half's limit) with 8 and 12 microbatches.
 """
 
 from __future__ import annotations
@@ -43,21 +45,44 @@ def small(p: int, v: int, m: int) -> Instance:
         "costs": {"forward": 2, "backward": 3}, "memory": {"activation": 1, "limit": 3}})
 
 
+def profiled_fused(m: int) -> Instance:
+    """r27-4 of ``make_scale_instances.py --random 27`` with ``m`` microbatches: p8 loop v2,
+    fused backward, F = 1 and B = 1.65 (the last stage 1.4 and 2.105), p2p 0.016,
+    activation 1, limit 10 (V-Half's)."""
+    return Instance.from_dict({
+        "name": f"r27-4-m{m}",
+        "pipeline": {"devices": 8, "stages_per_device": 2, "microbatches": m,
+                     "split_backward": False},
+        "costs": {"forward": [1.0] * 15 + [1.4], "backward": [1.65] * 15 + [2.105],
+                  "p2p_latency": 0.016},
+        "memory": {"activation": 1, "limit": 10}})
+
+
+def _label(inst: Instance, group: tuple[int, ...]) -> str:
+    """The column of a group: the turn pair, the turn triple (both with the last device,
+    §35) or the first devices (§31)."""
+    if inst.placement != "bidirectional" and group == (0, inst.p - 1):
+        return "0+last"
+    if inst.placement != "bidirectional" and group == (0, 1, inst.p - 1) and inst.p > 3:
+        return "0+1+last"
+    return "first"
+
+
 def row(inst: Instance, units: float, upper: float | None) -> dict[str, object]:
-    """One table row: ``inst``'s combinatorial bound, device 0's relaxation and its
-    groups'."""
+    """One table row: ``inst``'s combinatorial bound, device 0's relaxation and each group's
+    that ``solve`` forms (:func:`relaxed_groups`)."""
     lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
     up = (inst.ticks(upper) if upper is not None else
           min(inst.ticks(s.makespan) for s in run_all(inst).values() if not validate(s)))
     out: dict[str, object] = {"instance": inst.name, "upper": inst.from_ticks(up),
                               "combinatorial": inst.from_ticks(lb)}
-    groups = relaxed_groups(inst, g)
-    for d, column in [(0, "device 0"), *((grp, "group") for grp in groups[:1])]:
+    for d in [0, *relaxed_groups(inst, g)]:
+        column = "device 0" if d == 0 else _label(inst, d)
         t0 = time.perf_counter()
         r = relax_device(inst, g, ht, d, lb, up, deterministic_time=units)
-        out[column] = f"{inst.from_ticks(r.bound):g}{' solved' if r.solved else ''}"
+        name = "" if d == 0 else "+".join(map(str, d)) + ": "
+        out[column] = f"{name}{inst.from_ticks(r.bound):g}{' solved' if r.solved else ''}"
         out[f"{column} s"] = round(time.perf_counter() - t0, 1)
-    out["devices"] = "+".join(map(str, groups[0])) if groups else "-"
     return out
 
 
@@ -75,7 +100,8 @@ def main() -> None:
         tmp = Path(tempfile.mkdtemp(prefix="relaxation_groups_"))
         names = random_instances(26, 8, tmp)
         instances = [small(*shape) for shape in SMALL] + [
-            load_instance(tmp / f"{names[k]}.toml") for k in (5, 7)]
+            load_instance(tmp / f"{names[k]}.toml") for k in (5, 7)] + [
+            profiled_fused(m) for m in (8, 12)]
     rows = []
     for inst in instances:
         rows.append(row(inst, args.units, args.upper))

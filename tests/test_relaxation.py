@@ -95,9 +95,10 @@ def test_solve_reports_the_relaxation_it_used() -> None:
     # a search too short to prove anything: the bound comes from the relaxation
     res = solve(inst, time_limit=None, workers=1, parameters={"max_number_of_conflicts": 10})
     assert res.lower_bound == 435 and res.makespan >= 435
-    # device 0 alone, then devices 0-2 together on the budget it left (§31): neither can
-    # pass the optimum
-    assert res.stats["relaxed_devices"] == [(0, 435, True), ((0, 1, 2), 435, True)]
+    # device 0 alone, then the groups on the budget it left — the turn pair (0, 3) (§35),
+    # devices 0-2 (§31), the turn triple (0, 1, 3): none can pass the optimum
+    assert res.stats["relaxed_devices"] == [(0, 435, True), ((0, 3), 435, True),
+                                            ((0, 1, 2), 435, True), ((0, 1, 3), 435, True)]
     assert res.status == ("OPTIMAL" if res.makespan == 435 else "FEASIBLE")
 
 
@@ -165,20 +166,63 @@ def test_a_group_of_devices_sees_what_one_device_misses(monkeypatch: pytest.Monk
     group = relax_device(inst, g, ht, (0, 1, 2), lb, 230, deterministic_time=10)
     assert (one.bound, one.solved) == (180, True)
     assert (group.bound, group.solved, group.device) == (189, True, (0, 1, 2))
+    # with the last device, where every microbatch turns, instead of device 2 (§35): the
+    # optimum itself
+    turn = relax_device(inst, g, ht, (0, 1, 3), lb, 230, deterministic_time=10)
+    assert (turn.bound, turn.solved) == (192, True)
     best, runs = relaxation_bound(inst, g, ht, lb, 230, deterministic_time=10)
-    assert best == 189 and [r.device for r in runs] == [0, (0, 1, 2)]
+    assert best == 192 and [r.device for r in runs] == [0, (0, 3), (0, 1, 2), (0, 1, 3)]
+
+
+def _profiled_fused_p8_v2_m8() -> Instance:
+    """p=8 v=2 m=8 loop, fused backward, profiled costs (F = 1, B = 1.65; the last stage
+    F = 1.4, B = 2.105; p2p 0.016), activation 1, limit 10 (V-Half's): r27-4 of
+    ``make_scale_instances.py --random 27`` with 8 microbatches instead of 16."""
+    return Instance.from_dict({
+        "name": "prof-fused-p8-v2-m8-lim10",
+        "pipeline": {"devices": 8, "stages_per_device": 2, "microbatches": 8,
+                     "split_backward": False},
+        "costs": {"forward": [1.0] * 15 + [1.4], "backward": [1.65] * 15 + [2.105],
+                  "p2p_latency": 0.016},
+        "memory": {"activation": 1, "limit": 10}})
+
+
+def test_the_turn_group_sees_what_the_first_devices_miss(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # device 0 is paced by its memory (lifespans of 66 a microbatch in 10 slots: 6.6), the
+    # last device by its work (6.155 a microbatch); each alone, and devices 0-2, stay near
+    # the combinatorial bound, device 0 with device 7 proves 83.539 against the optimum
+    # 83.907 (the full model's, deterministic: one worker, no time limit)
+    inst = _profiled_fused_p8_v2_m8()
+    full = _without_relaxation(monkeypatch, inst)
+    assert full.status == "OPTIMAL" and full.makespan == pytest.approx(83.907)
+    lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
+    up = inst.ticks(full.makespan)  # each relaxation's optimum is searched below it
+    assert inst.from_ticks(lb) == pytest.approx(79.264)
+    one = relax_device(inst, g, ht, 0, lb, up, deterministic_time=2)
+    first = relax_device(inst, g, ht, (0, 1, 2), lb, up, deterministic_time=3)
+    turn = relax_device(inst, g, ht, (0, 7), lb, up, deterministic_time=2)
+    assert one.solved and inst.from_ticks(one.bound) == pytest.approx(79.442)
+    assert first.solved and inst.from_ticks(first.bound) == pytest.approx(79.474)
+    assert turn.solved and inst.from_ticks(turn.bound) == pytest.approx(83.539)
 
 
 def test_which_groups_are_kept_together() -> None:
-    assert relaxed_groups(*_graph(make(4, 2, 8, limit=3))) == [(0, 1, 2)]
-    assert relaxed_groups(*_graph(make(3, 2, 8, limit=3))) == [(0, 1)]  # not all p devices
+    # the turn pair (device 0 with the last device, §35), the first devices (§31), the turn
+    # triple (devices 0, 1 and p - 1)
+    assert relaxed_groups(*_graph(make(4, 2, 8, limit=3))) == [(0, 3), (0, 1, 2), (0, 1, 3)]
+    assert relaxed_groups(*_graph(make(8, 2, 8, limit=3))) == [(0, 7), (0, 1, 2), (0, 1, 7)]
+    v = make(4, 2, 8, placement="v", limit=3)
+    assert relaxed_groups(*_graph(v)) == [(0, 3), (0, 1, 2), (0, 1, 3)]
+    # not all p devices
+    assert relaxed_groups(*_graph(make(3, 2, 8, limit=3))) == [(0, 2), (0, 1)]
     assert relaxed_groups(*_graph(make(2, 2, 8, limit=3))) == []
     bi = make(4, 1, 8, placement="bidirectional", limit=4)
     assert relaxed_groups(*_graph(bi)) == [(0, 1, 2), (1, 2, 3)]  # from both ends
     assert relaxed_groups(*_graph(make(4, 2, 8))) == []  # no memory limit
     assert relaxed_groups(*_graph(make(4, 1, 8, overlap=12, limit=8))) == []  # pairs: §29
     # 96 actions a device (v=2, m=16, B fused: F and B): two fit in 240, three do not
-    assert relaxed_groups(*_graph(make(4, 2, 24, limit=3))) == [(0, 1)]
+    assert relaxed_groups(*_graph(make(4, 2, 24, limit=3))) == [(0, 3), (0, 1)]
     assert relaxed_groups(*_graph(make(4, 2, 64, limit=3))) == []
 
 
@@ -211,7 +255,9 @@ def test_a_group_never_exceeds_a_proven_optimum(
     inst, opt = proven
     lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
     groups = [tuple(range(k, k + n)) for n in (2, 3) for k in range(p - n + 1)]
-    for group in groups:  # every run of consecutive devices, not only relaxed_groups'
+    groups += [(0, p - 1), (0, 1, p - 1)]  # the turn groups (§35)
+    # every run of consecutive devices and the turn groups, not only relaxed_groups'
+    for group in dict.fromkeys(groups):
         r = relax_device(inst, g, ht, group, 0, opt, deterministic_time=5)
         assert r.bound <= opt
         assert r.bound >= relax_device(inst, g, ht, group[0], 0, opt,

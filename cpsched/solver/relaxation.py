@@ -23,7 +23,9 @@ first (:func:`_ladder`, docs/modelling.md §21: p=8 v=2 m=16 profiled, limit 1: 
 Several neighbouring devices can be kept together the same way, each with its own
 ``NoOverlap`` and memory limit (:func:`relaxed_groups`, docs/modelling.md §31): every schedule
 restricted to them is a schedule of that relaxation too, and it sees how their limits pace
-each other, which one device alone cannot.
+each other, which one device alone cannot.  The same holds for devices that are not
+neighbours: device 0, paced by its memory, with the last device, where every round trip
+turns and which carries the most work (§35).
 
 With an overlap cost the kept device also has its F&B pairs
 (:mod:`cpsched.solver.relaxation_pairs`, docs/modelling.md §29); ``solve`` runs that version
@@ -354,20 +356,30 @@ def relaxed_devices(inst: Instance, g: nx.DiGraph, ht: HeadsTails, top: int = 1,
 
 def relaxed_groups(inst: Instance, g: nx.DiGraph) -> list[tuple[int, ...]]:
     """The groups of devices the relaxation keeps together after the single devices
-    (docs/modelling.md §31): devices ``0, 1, ...`` — under bidirectional placement also
-    ``p - 1, p - 2, ...`` — as many as :data:`GROUP_SIZE` (fewer than ``p``: all of them
-    is the full model) with at most :data:`MAX_GROUP_ACTIONS` actions together, at least
-    two.  None without a memory limit or with an overlap cost (as the single devices after
-    the search, :func:`relaxed_devices`)."""
+    (docs/modelling.md §31, §35), each with at most :data:`MAX_GROUP_ACTIONS` actions
+    together and fewer than ``p`` devices (all of them is the full model):
+
+    - under loop and V placement first the *turn pair*: device 0 with the last device
+      ``p - 1``, where every microbatch turns from its forwards to its backwards, so every
+      round trip from device 0 passes it;
+    - devices ``0, 1, ...`` — under bidirectional placement also ``p - 1, p - 2, ...`` — as
+      many as :data:`GROUP_SIZE`, at least two;
+    - under loop and V placement last devices 0, 1 and ``p - 1`` (the *turn triple*).
+
+    None without a memory limit or with an overlap cost (as the single devices after the
+    search, :func:`relaxed_devices`)."""
     if not _after_search(inst):
         return []
     counts = _device_counts(g)
-    ends = [range(inst.p)] + ([range(inst.p - 1, -1, -1)]
-                              if inst.placement == "bidirectional" else [])
+    last = inst.p - 1
+    if inst.placement == "bidirectional":
+        runs = [list(range(inst.p)), list(range(last, -1, -1))]
+    else:
+        runs = [[0, last], list(range(inst.p)), [0, 1, last]]
     groups: list[tuple[int, ...]] = []
-    for devices in ends:
+    for devices in runs:
         kept: list[int] = []
-        for d in devices:
+        for d in dict.fromkeys(devices):
             if (len(kept) == min(GROUP_SIZE, inst.p - 1)
                     or sum(counts[k] for k in kept) + counts[d] > MAX_GROUP_ACTIONS):
                 break
@@ -387,10 +399,12 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
     (:func:`relaxed_groups`, docs/modelling.md §31), and each one's result.
 
     The budget — ``deterministic_time`` (CP-SAT's deterministic units, reproducible) and
-    ``time_limit`` (wall seconds, if given) — is split evenly over :func:`relaxed_devices`
-    and the groups, in that order (wall time one leaves goes to the next); ``lower`` is
-    returned when there are none or ``lower >= upper``.  Each starts from the best bound so
-    far.  ``on_solver`` and ``stopped`` as in :func:`relax_device`; ``pairs`` as in
+    ``time_limit`` (wall seconds, if given): the single devices of :func:`relaxed_devices`
+    first, sharing both evenly; then the groups in their order (the turn pair, the first
+    devices, the turn triple: docs/modelling.md §31, §35), each with all the wall time
+    left (what one leaves goes to the next) and an even share of the deterministic units;
+    ``lower`` is returned when there are none or ``lower >= upper``.  Each starts from the
+    best bound so far.  ``on_solver`` and ``stopped`` as in :func:`relax_device`; ``pairs`` as in
     :func:`relaxed_devices` (then ``ht`` are the pair-relaxed heads and tails).
     """
     singles = [] if lower >= upper else relaxed_devices(inst, g, ht, top, pairs=pairs)
@@ -403,8 +417,8 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
         for k, d in enumerate(todo):
             if best >= upper or stopped():
                 return best, out
-            wall = None if time_limit is None else (
-                time_limit - sum(r.seconds for r in out)) / (len(todo) - k)
+            left = None if time_limit is None else time_limit - sum(r.seconds for r in out)
+            wall = None if left is None else left / (len(todo) - k) if todo is singles else left
             if wall is not None and wall <= (GROUP_MIN_SECONDS if todo is groups else 0.05):
                 break
             r = relax_device(inst, g, ht, d, best, upper,
