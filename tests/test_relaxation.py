@@ -190,7 +190,7 @@ def _profiled_fused_p8_v2_m8() -> Instance:
 def test_the_turn_group_sees_what_the_first_devices_miss(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # device 0 is paced by its memory (lifespans of 66 a microbatch in 10 slots: 6.6), the
-    # last device by its work (6.155 a microbatch); each alone, and devices 0-2, stay near
+    # last device by its work (6.155 a microbatch); device 0 alone and devices 0-2 stay near
     # the combinatorial bound, device 0 with device 7 proves 83.539 against the optimum
     # 83.907 (the full model's, deterministic: one worker, no time limit)
     inst = _profiled_fused_p8_v2_m8()
