@@ -45,27 +45,10 @@ def small(p: int, v: int, m: int) -> Instance:
         "costs": {"forward": 2, "backward": 3}, "memory": {"activation": 1, "limit": 3}})
 
 
-def profiled_fused(m: int) -> Instance:
-    """r27-4 of ``make_scale_instances.py --random 27`` with ``m`` microbatches: p8 loop v2,
-    fused backward, F = 1 and B = 1.65 (the last stage 1.4 and 2.105), p2p 0.016,
-    activation 1, limit 10 (V-Half's)."""
-    return Instance.from_dict({
-        "name": f"r27-4-m{m}",
-        "pipeline": {"devices": 8, "stages_per_device": 2, "microbatches": m,
-                     "split_backward": False},
-        "costs": {"forward": [1.0] * 15 + [1.4], "backward": [1.65] * 15 + [2.105],
-                  "p2p_latency": 0.016},
-        "memory": {"activation": 1, "limit": 10}})
-
-
 def _label(inst: Instance, group: tuple[int, ...]) -> str:
     """The column of a group: the turn pair, the turn triple (both with the last device,
     §35) or the first devices (§31)."""
-    if inst.placement != "bidirectional" and group == (0, inst.p - 1):
-        return "0+last"
-    if inst.placement != "bidirectional" and group == (0, 1, inst.p - 1) and inst.p > 3:
-        return "0+1+last"
-    return "first"
+    return {(0, inst.p - 1): "0+last", (0, 1, inst.p - 1): "0+1+last"}.get(group, "first")
 
 
 def row(inst: Instance, units: float, upper: float | None) -> dict[str, object]:
@@ -99,9 +82,11 @@ def main() -> None:
     else:
         tmp = Path(tempfile.mkdtemp(prefix="relaxation_groups_"))
         names = random_instances(26, 8, tmp)
+        r27_4 = load_instance(tmp / f"{random_instances(27, 5, tmp)[4]}.toml")
         instances = [small(*shape) for shape in SMALL] + [
             load_instance(tmp / f"{names[k]}.toml") for k in (5, 7)] + [
-            profiled_fused(m) for m in (8, 12)]
+            r27_4.replace(**{"pipeline.microbatches": m, "name": f"r27-4-m{m}"})
+            for m in (8, 12)]
     rows = []
     for inst in instances:
         rows.append(row(inst, args.units, args.upper))

@@ -418,7 +418,7 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
             if best >= upper or stopped():
                 return best, out
             left = None if time_limit is None else time_limit - sum(r.seconds for r in out)
-            wall = None if left is None else left / (len(todo) - k) if todo is singles else left
+            wall = left if left is None or todo is groups else left / (len(todo) - k)
             if wall is not None and wall <= (GROUP_MIN_SECONDS if todo is groups else 0.05):
                 break
             r = relax_device(inst, g, ht, d, best, upper,
