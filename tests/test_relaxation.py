@@ -262,3 +262,46 @@ def test_a_group_never_exceeds_a_proven_optimum(
         assert r.bound <= opt
         assert r.bound >= relax_device(inst, g, ht, group[0], 0, opt,
                                        deterministic_time=5).bound or not r.solved
+
+
+# ---------------------------------------------------------------- side by side (§36)
+def test_groups_beside_the_single_devices_prove_the_same() -> None:
+    # p=4 v=2 m=8, F=2 B=3, limit 3 (optimum 192, above): two workers take device 0 and the
+    # groups in turn, each from whatever bound is proven by then (164, 180, 189 or 192);
+    # each relaxation is solved from any of them within its units (the wall limit is never
+    # reached), so the result is the sequential one, in any interleaving
+    inst = make(4, 2, 8, F=2, B=3, limit=3)
+    lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
+    best, runs = relaxation_bound(inst, g, ht, lb, 230, deterministic_time=10, time_limit=600,
+                                  parallel=True)
+    assert best == 192
+    assert sorted(map(str, [r.device for r in runs])) == [
+        "(0, 1, 2)", "(0, 1, 3)", "(0, 3)", "0"]
+    assert all(r.solved for r in runs) and dict((r.device, r.bound) for r in runs)[0] == 180
+
+
+def test_the_first_side_to_reach_the_schedule_stops_the_other() -> None:
+    # upper 180 = the relaxation of device 0 and of the turn pair, which start together:
+    # once one proves it, the other is stopped (what it proved is kept, at most 180) and no
+    # further group starts
+    inst = make(4, 2, 8, F=2, B=3, limit=3)
+    lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
+    best, runs = relaxation_bound(inst, g, ht, lb, 180, deterministic_time=10, time_limit=600,
+                                  parallel=True)
+    assert best == 180 and all(lb <= r.bound <= 180 for r in runs)
+    assert (0, 1, 2) not in [r.device for r in runs] and (0, 1, 3) not in [r.device for r in runs]
+
+
+def test_a_stop_before_the_sides_start_runs_nothing() -> None:
+    # Ctrl-C: ``on_solver`` receives one hub for both sides; stopped at once, neither runs
+    inst = make(4, 2, 8, F=2, B=3, limit=3)
+    lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
+    hubs: list[object] = []
+
+    def on_solver(hub: object) -> None:
+        hubs.append(hub)
+        hub.stop_search()  # type: ignore[attr-defined]
+
+    assert relaxation_bound(inst, g, ht, lb, 230, deterministic_time=10, time_limit=600,
+                            parallel=True, on_solver=on_solver) == (lb, [])
+    assert len(hubs) == 1

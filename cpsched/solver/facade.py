@@ -160,15 +160,16 @@ def _relax_reserve(inst: Instance, g: Any, ht: Any, deadline: float, open_gap: b
 
 
 def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: float | None,
-             search_deterministic_time: float, stop: TrackedStop,
-             ) -> tuple[int, list[DeviceRelaxation]]:
+             params: Any, stop: TrackedStop) -> tuple[int, list[DeviceRelaxation]]:
     """The one-device relaxation bound (docs/modelling.md §21) in the time left, if a gap
     is open and no stop was asked for; without a deadline deterministic, within
-    :data:`RELAX_DETERMINISTIC_TIME` and at most the search's own deterministic limit."""
+    :data:`RELAX_DETERMINISTIC_TIME` and at most the search's own deterministic limit
+    (``params``, its ``SatParameters``); with one and more than one search worker the groups
+    run beside the single devices (§36)."""
     if lb >= upper or stop.requested:
         return lb, []
     if deadline is None:
-        dt = min(RELAX_DETERMINISTIC_TIME, search_deterministic_time)
+        dt = min(RELAX_DETERMINISTIC_TIME, params.max_deterministic_time)
         return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=dt,
                                 on_solver=stop.give, stopped=lambda: stop.requested)
     wall = seconds_left(inst, deadline)
@@ -176,7 +177,7 @@ def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: flo
         return lb, []
     return relaxation_bound(inst, g, ht, lb, upper, deterministic_time=4 * wall,
                             time_limit=wall, on_solver=stop.give,
-                            stopped=lambda: stop.requested)
+                            stopped=lambda: stop.requested, parallel=params.num_workers > 1)
 
 
 #: Above this many actions the default is fewer CP-SAT workers (memory: each worker's copies).
@@ -237,9 +238,9 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     lb, g, _, _, ht = bounds = _bounds(inst, _time_for_ordered(inst, deadline))  # §30
     stop = TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
-    warm, hint, horizon, lb, pre = _before_search(inst, candidates, bounds, deadline, stop)
-    cb = Progress(inst, t0, on_progress, min(lb, horizon))
-    start_horizon = horizon
+    warm, hint, horizon, lb, pre = _before_search(inst, candidates, bounds, deadline, stop,
+                                                  workers)
+    cb, start_horizon = Progress(inst, t0, on_progress, min(lb, horizon)), horizon
     hint, horizon, windows = window_search(inst, g, hint, horizon, lb, deadline, seed,
                                            parameters, cb, stop, workers, method)
     skip = _skip_model(inst, deadline, windows, stop.requested, method, done=lb >= horizon)
@@ -259,8 +260,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     out = isolated.Outcome() if stop.requested else run_search(
         model.model, params, search_deadline, cb, stop.give)
     schedule, makespan, bound, best = _outcome(model, out, hint, horizon, lb, cb.bound, trust)
-    bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline,  # §21
-                              params.max_deterministic_time, stop)
+    bound, relaxed = _relaxed(inst, bound, makespan, g, ht, deadline, params, stop)  # §21
     resumed = time_to_resume(inst, deadline, bound < makespan and not stop.requested,
                              parameters)
     if resumed:  # the relaxation ended before its share of the time: the search goes on
@@ -446,18 +446,20 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
 
 def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
                    bounds: tuple[int, Any, Any, Any, Any], deadline: float | None,
-                   stop: TrackedStop) -> tuple[str, Any, int, int, dict[str, Any]]:
+                   stop: TrackedStop, workers: int = 1,
+                   ) -> tuple[str, Any, int, int, dict[str, Any]]:
     """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound, the
     pair window bound and the one-device relaxation with pairs from the combinatorial one
     against that horizon (docs/modelling.md §24, §28, §29): also the bound (ticks) and the
     ``Result.stats`` of these steps (``modulo``, ``tent``, ``pair_windows``,
-    ``pair_relaxation``).  ``bounds``: :func:`_bounds`."""
+    ``pair_relaxation``).  ``bounds``: :func:`_bounds`; with more than one search
+    ``workers`` the relaxations run side by side (§36)."""
     lb, g, ht, pair_ht, ordered = bounds
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
     lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop, pair_ht)
     lb, windows = pair_windows(inst, g, pair_ht, lb, horizon, deadline, stop)
     lb, relaxed = pair_relaxation(inst, g, pair_ht and (pair_ht[0], ordered), lb, horizon,
-                                  deadline, stop)
+                                  deadline, stop, parallel=workers > 1)
     return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents, "pair_windows": windows,
                                      "pair_relaxation": relaxed}
 

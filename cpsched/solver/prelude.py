@@ -210,7 +210,8 @@ def pair_windows(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
 
 
 def pair_relaxation(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
-                    deadline: float | None, stop: Any) -> tuple[int, dict[str, Any] | None]:
+                    deadline: float | None, stop: Any, *, parallel: bool = False,
+                    ) -> tuple[int, dict[str, Any] | None]:
     """The one-device relaxation with overlapped pairs (docs/modelling.md §29) of the
     devices holding a first stage (:func:`cpsched.solver.relaxation.pressured_devices`) with
     at most :data:`cpsched.solver.relaxation.MAX_PAIR_ACTIONS` actions, with an overlap cost and
@@ -219,7 +220,9 @@ def pair_relaxation(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
     :data:`PAIR_RELAX_DETERMINISTIC_TIME` units, one worker: reproducible): the bound
     (ticks, at least ``lb``) and ``Result.stats["pair_relaxation"]`` (None when it did not
     run).  ``relaxed``: the graph's pair-relaxed durations, heads and tails
-    (:func:`cpsched.graph.overlap_heads_tails`)."""
+    (:func:`cpsched.graph.overlap_heads_tails`).  With ``parallel`` and a limit, devices 0
+    and ``p - 1`` of bidirectional placement run side by side, each with the whole time
+    (docs/modelling.md §36)."""
     if inst.overlap_forward_backward is None or lb >= upper or stop.requested:
         return lb, None
     ht = relaxed[1]
@@ -235,7 +238,8 @@ def pair_relaxation(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
     units = PAIR_RELAX_DETERMINISTIC_TIME if wall is None else 4 * wall
     bound, devices = relaxation_bound(inst, g, ht, lb, upper, deterministic_time=units,
                                       time_limit=wall, top=top, on_solver=stop.give,
-                                      stopped=lambda: stop.requested, pairs=True)
+                                      stopped=lambda: stop.requested, pairs=True,
+                                      parallel=parallel)
     return bound, {"bound": inst.from_ticks(bound), "before": inst.from_ticks(lb),
                    "devices": [(r.device, inst.from_ticks(r.bound), r.solved)
                                for r in devices],

@@ -36,11 +36,13 @@ one after it.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import chain
+from typing import Any
 
 import networkx as nx
 from ortools.sat.python import cp_model
@@ -56,6 +58,7 @@ from cpsched.solver.constraints import (
     memory_precedence_pairs,
 )
 from cpsched.solver.relaxation_pairs import DeviceActions, RelaxedModel, pair_relaxed_model
+from cpsched.solver.side_by_side import SolverHub, side_by_side
 
 #: Devices with more actions than this are not relaxed (the model would not be small).
 MAX_ACTIONS = 200
@@ -389,11 +392,51 @@ def relaxed_groups(inst: Instance, g: nx.DiGraph) -> list[tuple[int, ...]]:
     return groups
 
 
+class _Queue:
+    """What :func:`relaxation_bound` relaxes, in order — ``(device or group, whether a group,
+    how many of its kind, its index among them)`` — taken one at a time by each worker,
+    with the best bound so far and every result (under a lock: workers run side by side)."""
+
+    def __init__(self, items: list[tuple[Any, bool, int, int]], lower: int) -> None:
+        self.items, self.taken = items, 0
+        self.value, self.out, self.lock = lower, [], threading.Lock()
+
+    def take(self) -> tuple[Any, bool, int, int] | None:
+        with self.lock:
+            self.taken += 1
+            return self.items[self.taken - 1] if self.taken <= len(self.items) else None
+
+    def add(self, r: DeviceRelaxation) -> None:
+        with self.lock:
+            self.out.append(r)
+            self.value = max(self.value, r.bound)
+
+
+def _worker(inst: Instance, g: nx.DiGraph, ht: HeadsTails, queue: _Queue, upper: int, *,
+            workers: int, began: float, deterministic_time: float, time_limit: float | None,
+            on_solver: Callable[[cp_model.CpSolver], None] | None,
+            stopped: Callable[[], bool]) -> None:
+    """Relax what ``queue`` gives, one after the other, each from the best bound so far
+    (the budgets of :func:`relaxation_bound`; ``began``: when its time limit started)."""
+    while (item := queue.take()) is not None:
+        d, group, n, k = item
+        if queue.value >= upper or stopped():
+            return
+        left = None if time_limit is None else time_limit - (time.perf_counter() - began)
+        # single devices share the time left with those no other worker will run
+        wall = left if left is None or group else left / max(1, n - k - (workers - 1))
+        if wall is not None and wall <= (GROUP_MIN_SECONDS if group else 0.05):
+            return
+        queue.add(relax_device(inst, g, ht, d, queue.value, upper,
+                               deterministic_time=deterministic_time / n, time_limit=wall,
+                               on_solver=on_solver, stopped=stopped))
+
+
 def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
                      *, deterministic_time: float, time_limit: float | None = None,
                      top: int = 1, on_solver: Callable[[cp_model.CpSolver], None] | None = None,
                      stopped: Callable[[], bool] = lambda: False, pairs: bool = False,
-                     ) -> tuple[int, list[DeviceRelaxation]]:
+                     parallel: bool = False) -> tuple[int, list[DeviceRelaxation]]:
     """The best one-device relaxation bound (ticks) over the ``top`` most pressured devices
     (:func:`pressured_devices`) and, without ``pairs``, the groups of devices kept together
     (:func:`relaxed_groups`, docs/modelling.md §31), and each one's result.
@@ -401,32 +444,35 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
     The budget — ``deterministic_time`` (CP-SAT's deterministic units, reproducible) and
     ``time_limit`` (wall seconds, if given): the single devices of :func:`relaxed_devices`
     first, sharing both evenly; then the groups in their order (the turn pair, the first
-    devices, the turn triple: docs/modelling.md §31, §35), each with all the wall time
-    left (what one leaves goes to the next) and an even share of the deterministic units;
-    ``lower`` is returned when there are none or ``lower >= upper``.  Each starts from the
-    best bound so far.  ``on_solver`` and ``stopped`` as in :func:`relax_device`; ``pairs`` as in
-    :func:`relaxed_devices` (then ``ht`` are the pair-relaxed heads and tails).
+    devices, the turn triple: docs/modelling.md §31, §35), each with all the wall time left
+    (what one leaves goes to the next) and an even share of the deterministic units.  With
+    ``parallel`` and a ``time_limit`` two workers take them in that order side by side, in
+    two threads (docs/modelling.md §36: two cores, one CP-SAT worker each): device 0 and the
+    turn pair start together, and the first to reach ``upper`` stops the other.  ``lower``
+    is returned when there are none or ``lower >= upper``.  Each starts from the best bound
+    so far.  ``on_solver`` and ``stopped`` as in :func:`relax_device` (side by side
+    ``on_solver`` receives one :class:`~cpsched.solver.side_by_side.SolverHub` that stops
+    both); ``pairs`` as in :func:`relaxed_devices` (then ``ht`` are the pair-relaxed heads
+    and tails).
     """
     singles = [] if lower >= upper else relaxed_devices(inst, g, ht, top, pairs=pairs)
     groups = relaxed_groups(inst, g) if singles and not pairs else []
-    out: list[DeviceRelaxation] = []
-    best = lower
-    # the single devices share the budget as before groups existed; the groups (stronger,
-    # but slower to decide) get the wall time they leave, and as many deterministic units
-    for todo in (singles, groups):
-        for k, d in enumerate(todo):
-            if best >= upper or stopped():
-                return best, out
-            left = None if time_limit is None else time_limit - sum(r.seconds for r in out)
-            wall = left if left is None or todo is groups else left / (len(todo) - k)
-            if wall is not None and wall <= (GROUP_MIN_SECONDS if todo is groups else 0.05):
-                break
-            r = relax_device(inst, g, ht, d, best, upper,
-                             deterministic_time=deterministic_time / len(todo), time_limit=wall,
-                             on_solver=on_solver, stopped=stopped)
-            out.append(r)
-            best = max(best, r.bound)
-    return best, out
+    queue = _Queue([(d, False, len(singles), k) for k, d in enumerate(singles)]
+                   + [(d, True, len(groups), k) for k, d in enumerate(groups)], lower)
+    workers = 2 if parallel and time_limit is not None and len(queue.items) > 1 else 1
+    budget = {"workers": workers, "began": time.perf_counter(),
+              "deterministic_time": deterministic_time, "time_limit": time_limit}
+    if workers == 1:
+        _worker(inst, g, ht, queue, upper, **budget, on_solver=on_solver, stopped=stopped)
+        return queue.value, queue.out
+
+    def run(hub: SolverHub) -> None:
+        _worker(inst, g, ht, queue, upper, **budget, on_solver=hub.add, stopped=hub.done)
+        if queue.value >= upper:  # proven: the other worker has nothing left to do
+            hub.stop_search()
+
+    side_by_side([run] * workers, on_solver=on_solver, stopped=stopped)
+    return queue.value, queue.out
 
 
 __all__ = ["GROUP_SIZE", "MAX_ACTIONS", "MAX_GROUP_ACTIONS", "MAX_PAIR_ACTIONS",
