@@ -525,11 +525,14 @@ def test_slowdown_scales_the_time_kept_after_the_search() -> None:
 
 
 def test_solve_reports_the_relaxation_and_its_group(tmp_path: Path) -> None:
-    # p=4 v=2 m=8 F=2 B=3 limit 3 (tests/test_relaxation.py: device 0 alone 180, devices 0-2
-    # 189, optimum 192); a search cut short leaves the gap for the relaxations (§21, §31)
+    # p=4 v=2 m=8 F=2 B=3 limit 3 (tests/test_relaxation.py: device 0 alone 180, the turn
+    # pair 180, the turn triple 192 = the optimum); a search cut short leaves the gap for the
+    # relaxations (§21, §31, §35); the triple closes it, so devices 0-2 never run (§36)
     r = run("solve", "-p", "4", "-v", "2", "-m", "8", "--forward", "2", "--backward", "3",
             "--memory-limit", "3", "--out", str(tmp_path), "-w", "1", "--no-plot",
             "--param", "max_number_of_conflicts=10", "-t", "120")
     assert r.exit_code == 0, r.output
     line = next(x for x in r.output.splitlines() if x.startswith("relaxation:"))
-    assert "device 0 180 (solved)" in line and "devices 0+1+2 189 (solved)" in line
+    assert line == ("relaxation: device 0 180 (solved), devices 0+3 180 (solved), "
+                    "devices 0+1+3 192 (solved)")
+    assert "lower bound 192" in r.output

@@ -364,10 +364,11 @@ def relaxed_groups(inst: Instance, g: nx.DiGraph) -> list[tuple[int, ...]]:
 
     - under loop and V placement first the *turn pair*: device 0 with the last device
       ``p - 1``, where every microbatch turns from its forwards to its backwards, so every
-      round trip from device 0 passes it;
+      round trip from device 0 passes it, then devices 0, 1 and ``p - 1`` (the *turn
+      triple*; before devices 0-2 since session 31: it proved more on every instance
+      measured, docs/modelling.md §36);
     - devices ``0, 1, ...`` — under bidirectional placement also ``p - 1, p - 2, ...`` — as
-      many as :data:`GROUP_SIZE`, at least two;
-    - under loop and V placement last devices 0, 1 and ``p - 1`` (the *turn triple*).
+      many as :data:`GROUP_SIZE`, at least two.
 
     None without a memory limit or with an overlap cost (as the single devices after the
     search, :func:`relaxed_devices`)."""
@@ -378,7 +379,7 @@ def relaxed_groups(inst: Instance, g: nx.DiGraph) -> list[tuple[int, ...]]:
     if inst.placement == "bidirectional":
         runs = [list(range(inst.p)), list(range(last, -1, -1))]
     else:
-        runs = [[0, last], list(range(inst.p)), [0, 1, last]]
+        runs = [[0, last], [0, 1, last], list(range(inst.p))]
     groups: list[tuple[int, ...]] = []
     for devices in runs:
         kept: list[int] = []
@@ -443,9 +444,9 @@ def relaxation_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, 
 
     The budget — ``deterministic_time`` (CP-SAT's deterministic units, reproducible) and
     ``time_limit`` (wall seconds, if given): the single devices of :func:`relaxed_devices`
-    first, sharing both evenly; then the groups in their order (the turn pair, the first
-    devices, the turn triple: docs/modelling.md §31, §35), each with all the wall time left
-    (what one leaves goes to the next) and an even share of the deterministic units.  With
+    first, sharing both evenly; then the groups in their order (the turn pair, the turn
+    triple, the first devices: docs/modelling.md §31, §35, §36), each with all the wall time
+    left (what one leaves goes to the next) and an even share of the deterministic units.  With
     ``parallel`` and a ``time_limit`` two workers take them in that order side by side, in
     two threads (docs/modelling.md §36: two cores, one CP-SAT worker each): device 0 and the
     turn pair start together, and the first to reach ``upper`` stops the other.  ``lower``
