@@ -208,8 +208,8 @@ def test_the_turn_group_sees_what_the_first_devices_miss(
 
 
 def test_which_groups_are_kept_together() -> None:
-    # the turn pair (device 0 with the last device, §35), the first devices (§31), the turn
-    # triple (devices 0, 1 and p - 1)
+    # the turn pair (device 0 with the last device, §35), the turn triple (devices 0, 1 and
+    # p - 1), the first devices (§31; after the triple since §36)
     assert relaxed_groups(*_graph(make(4, 2, 8, limit=3))) == [(0, 3), (0, 1, 3), (0, 1, 2)]
     assert relaxed_groups(*_graph(make(8, 2, 8, limit=3))) == [(0, 7), (0, 1, 7), (0, 1, 2)]
     v = make(4, 2, 8, placement="v", limit=3)

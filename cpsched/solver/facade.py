@@ -164,8 +164,8 @@ def _relaxed(inst: Instance, lb: int, upper: int, g: Any, ht: Any, deadline: flo
     """The one-device relaxation bound (docs/modelling.md §21) in the time left, if a gap
     is open and no stop was asked for; without a deadline deterministic, within
     :data:`RELAX_DETERMINISTIC_TIME` and at most the search's own deterministic limit
-    (``params``, its ``SatParameters``); with one and more than one search worker the groups
-    run beside the single devices (§36)."""
+    (``params``, its ``SatParameters``); with a deadline and more than one search worker two
+    relaxations run side by side (§36)."""
     if lb >= upper or stop.requested:
         return lb, []
     if deadline is None:
