@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from make_scale_instances import random_instances
@@ -51,22 +53,58 @@ def _label(inst: Instance, group: tuple[int, ...]) -> str:
     return {(0, inst.p - 1): "0+last", (0, 1, inst.p - 1): "0+1+last"}.get(group, "first")
 
 
-def row(inst: Instance, units: float, upper: float | None) -> dict[str, object]:
-    """One table row: ``inst``'s combinatorial bound, device 0's relaxation and each group's
-    that ``solve`` forms (:func:`relaxed_groups`)."""
+def device_label(d: int | tuple[int, ...]) -> str:
+    """A device or a group of devices as the tables print it ("0", "0+7")."""
+    return "+".join(map(str, d)) if isinstance(d, tuple) else str(d)
+
+
+def row_start(inst: Instance, upper: float | None,
+              ) -> tuple[int, Any, Any, int, dict[str, object]]:
+    """What a row of a relaxation benchmark starts from: ``inst``'s combinatorial bound
+    (ticks), task graph, heads and tails, the upper end of the search (ticks: ``upper``, or
+    the best valid known schedule) and the row's first cells."""
     lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
     up = (inst.ticks(upper) if upper is not None else
           min(inst.ticks(s.makespan) for s in run_all(inst).values() if not validate(s)))
-    out: dict[str, object] = {"instance": inst.name, "upper": inst.from_ticks(up),
-                              "combinatorial": inst.from_ticks(lb)}
+    return lb, g, ht, up, {"instance": inst.name, "upper": inst.from_ticks(up),
+                           "combinatorial": inst.from_ticks(lb)}
+
+
+def row(inst: Instance, units: float, upper: float | None) -> dict[str, object]:
+    """One table row: ``inst``'s combinatorial bound, device 0's relaxation and each group's
+    that ``solve`` forms (:func:`relaxed_groups`)."""
+    lb, g, ht, up, out = row_start(inst, upper)
     for d in [0, *relaxed_groups(inst, g)]:
         column = "device 0" if d == 0 else _label(inst, d)
         t0 = time.perf_counter()
         r = relax_device(inst, g, ht, d, lb, up, deterministic_time=units)
-        name = "" if d == 0 else "+".join(map(str, d)) + ": "
+        name = "" if d == 0 else device_label(d) + ": "
         out[column] = f"{name}{inst.from_ticks(r.bound):g}{' solved' if r.solved else ''}"
         out[f"{column} s"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def random_cases(prefix: str, microbatches: Sequence[int]) -> list[Instance]:
+    """Instances 5 and 7 of ``make_scale_instances.py --random 26``, then r27-4 of
+    ``--random 27`` with each of ``microbatches`` (written under a new temporary directory
+    named with ``prefix``)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    names = random_instances(26, 8, tmp)
+    r27_4 = load_instance(tmp / f"{random_instances(27, 5, tmp)[4]}.toml")
+    return [load_instance(tmp / f"{names[k]}.toml") for k in (5, 7)] + [
+        r27_4.replace(**{"pipeline.microbatches": m, "name": f"r27-4-m{m}"})
+        for m in microbatches]
+
+
+def print_rows(instances: Iterable[Instance], row: Callable[[Instance], dict[str, object]],
+               ) -> None:
+    """Print each instance's row as it is done, then the whole table (markdown)."""
+    rows = []
+    for inst in instances:
+        rows.append(row(inst))
+        print(pd.DataFrame(rows[-1:]).to_markdown(index=False), flush=True)
+    print()
+    print(pd.DataFrame(rows).to_markdown(index=False))
 
 
 def main() -> None:
@@ -77,22 +115,10 @@ def main() -> None:
     ap.add_argument("--upper", type=float, default=None,
                     help="upper end of the search (default: the best valid known schedule)")
     args = ap.parse_args()
-    if args.files:
-        instances = [load_instance(f) for f in args.files]
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="relaxation_groups_"))
-        names = random_instances(26, 8, tmp)
-        r27_4 = load_instance(tmp / f"{random_instances(27, 5, tmp)[4]}.toml")
-        instances = [small(*shape) for shape in SMALL] + [
-            load_instance(tmp / f"{names[k]}.toml") for k in (5, 7)] + [
-            r27_4.replace(**{"pipeline.microbatches": m, "name": f"r27-4-m{m}"})
-            for m in (8, 12)]
-    rows = []
-    for inst in instances:
-        rows.append(row(inst, args.units, args.upper))
-        print(pd.DataFrame(rows[-1:]).to_markdown(index=False), flush=True)
-    print()
-    print(pd.DataFrame(rows).to_markdown(index=False))
+    instances = ([load_instance(f) for f in args.files] if args.files else
+                 [small(*shape) for shape in SMALL]
+                 + random_cases("relaxation_groups_", (8, 12)))
+    print_rows(instances, lambda inst: row(inst, args.units, args.upper))
 
 
 if __name__ == "__main__":

@@ -20,35 +20,26 @@ instances 5 and 7 of ``make_scale_instances.py --random 26`` and r27-4 of ``--ra
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-from make_scale_instances import random_instances
+from relaxation_groups import device_label, print_rows, random_cases, row_start
 
-import cpsched.solver.facade as facade
-from cpsched import load_instance, validate
+from cpsched import load_instance
 from cpsched.instance import Instance
-from cpsched.schedules import run_all
 from cpsched.solver.relaxation import DeviceRelaxation, relaxation_bound
 
 
 def _proved(inst: Instance, runs: list[DeviceRelaxation]) -> str:
     """What each relaxation proved, in the order they ended ("0+7: 111.3 solved")."""
-    return "; ".join(
-        f"{'+'.join(map(str, r.device)) if isinstance(r.device, tuple) else r.device}: "
-        f"{inst.from_ticks(r.bound):g}{' solved' if r.solved else ''}" for r in runs)
+    return "; ".join(f"{device_label(r.device)}: {inst.from_ticks(r.bound):g}"
+                     f"{' solved' if r.solved else ''}" for r in runs)
 
 
 def row(inst: Instance, wall: float, upper: float | None) -> dict[str, object]:
     """One table row: ``inst``'s combinatorial bound, then the relaxations in ``wall``
     seconds one after the other and side by side."""
-    lb, g, _, _, ht = facade._bounds(inst)  # noqa: SLF001
-    up = (inst.ticks(upper) if upper is not None else
-          min(inst.ticks(s.makespan) for s in run_all(inst).values() if not validate(s)))
-    out: dict[str, object] = {"instance": inst.name, "upper": inst.from_ticks(up),
-                              "combinatorial": inst.from_ticks(lb)}
+    lb, g, ht, up, out = row_start(inst, upper)
     for label, parallel in (("one thread", False), ("side by side", True)):
         t0 = time.perf_counter()
         bound, runs = relaxation_bound(inst, g, ht, lb, up, deterministic_time=4 * wall,
@@ -67,24 +58,13 @@ def main() -> None:
     ap.add_argument("--upper", type=float, default=None,
                     help="upper end of the search (default: the best valid known schedule)")
     args = ap.parse_args()
-    if args.files:
-        instances = [load_instance(f) for f in args.files]
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="relaxation_side_by_side_"))
-        names = random_instances(26, 8, tmp)
-        r27_4 = load_instance(tmp / f"{random_instances(27, 5, tmp)[4]}.toml")
-        instances = [Instance.from_dict({
+    instances = ([load_instance(f) for f in args.files] if args.files else [
+        Instance.from_dict({
             "name": "p4-v2-m16-F5-B10-lim6",
             "pipeline": {"devices": 4, "stages_per_device": 2, "microbatches": 16},
-            "costs": {"forward": 5, "backward": 10}, "memory": {"activation": 1, "limit": 6}})]
-        instances += [load_instance(tmp / f"{names[k]}.toml") for k in (5, 7)]
-        instances.append(r27_4.replace(**{"pipeline.microbatches": 12, "name": "r27-4-m12"}))
-    rows = []
-    for inst in instances:
-        rows.append(row(inst, args.wall, args.upper))
-        print(pd.DataFrame(rows[-1:]).to_markdown(index=False), flush=True)
-    print()
-    print(pd.DataFrame(rows).to_markdown(index=False))
+            "costs": {"forward": 5, "backward": 10}, "memory": {"activation": 1, "limit": 6}}),
+        *random_cases("relaxation_side_by_side_", (12,))])
+    print_rows(instances, lambda inst: row(inst, args.wall, args.upper))
 
 
 if __name__ == "__main__":
