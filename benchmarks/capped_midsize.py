@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
+from bench_table import print_rows
 from make_scale_instances import random_instances
 
 from cpsched import load_instance, solve
@@ -76,12 +76,7 @@ def main() -> None:
     else:
         tmp = Path(tempfile.mkdtemp(prefix="capped_midsize_"))
         instances = capped_midsize(args.seed, args.count, tmp, tuple(args.actions))
-    rows = []
-    for inst in instances:
-        rows.append(row(inst, args.time_limit))
-        print(pd.DataFrame(rows[-1:]).to_markdown(index=False), flush=True)
-    print()
-    print(pd.DataFrame(rows).to_markdown(index=False))
+    print_rows(instances, lambda inst: row(inst, args.time_limit))
 
 
 if __name__ == "__main__":

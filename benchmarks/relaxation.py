@@ -15,7 +15,7 @@ import argparse
 import time
 from typing import Any
 
-import pandas as pd
+from bench_table import print_rows
 
 import cpsched.solver.facade as facade
 from cpsched import solve
@@ -58,8 +58,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="CP-SAT deterministic units per search (default 15)")
     ap.add_argument("--quick", action="store_true", help="three cases only")
     args = ap.parse_args(argv)
-    rows = []
-    for case in QUICK if args.quick else CASES:
+    def measured(case: tuple[Any, ...]) -> dict[str, Any]:
         inst = instance(*case)
         row: dict[str, Any] = {"instance": inst.name,
                                "combinatorial bound": facade.combinatorial_bound(inst)}
@@ -68,11 +67,9 @@ def main(argv: list[str] | None = None) -> None:
             row[f"{label}: status"] = str(res.status)
             row[f"{label}: makespan / bound"] = f"{res.makespan:g} / {res.lower_bound:g}"
             row[f"{label}: s"] = round(secs, 1)
-        rows.append(row)
-        print(pd.DataFrame([row]).to_markdown(index=False), flush=True)
-    print()
-    print(pd.DataFrame(rows).to_markdown(index=False))
+        return row
 
+    print_rows(QUICK if args.quick else CASES, measured)
 
 if __name__ == "__main__":
     main()

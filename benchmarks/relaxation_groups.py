@@ -23,11 +23,11 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+from bench_table import print_rows
 from make_scale_instances import random_instances
 
 import cpsched.solver.facade as facade
@@ -94,17 +94,6 @@ def random_cases(prefix: str, microbatches: Sequence[int]) -> list[Instance]:
     return [load_instance(tmp / f"{names[k]}.toml") for k in (5, 7)] + [
         r27_4.replace(**{"pipeline.microbatches": m, "name": f"r27-4-m{m}"})
         for m in microbatches]
-
-
-def print_rows(instances: Iterable[Instance], row: Callable[[Instance], dict[str, object]],
-               ) -> None:
-    """Print each instance's row as it is done, then the whole table (markdown)."""
-    rows = []
-    for inst in instances:
-        rows.append(row(inst))
-        print(pd.DataFrame(rows[-1:]).to_markdown(index=False), flush=True)
-    print()
-    print(pd.DataFrame(rows).to_markdown(index=False))
 
 
 def main() -> None:

@@ -23,7 +23,8 @@ import argparse
 import time
 from pathlib import Path
 
-from relaxation_groups import device_label, print_rows, random_cases, row_start
+from bench_table import print_rows
+from relaxation_groups import device_label, random_cases, row_start
 
 from cpsched import load_instance
 from cpsched.instance import Instance
