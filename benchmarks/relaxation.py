@@ -52,24 +52,28 @@ def _solve(inst: Instance, units: float, relax: bool) -> tuple[Any, float]:
         facade.relaxation_bound = original
 
 
+def row(case: tuple[Any, ...], search: float) -> dict[str, Any]:
+    """One table row: ``case``'s combinatorial bound, then ``solve`` without and with the
+    relaxation (status, makespan / bound, seconds)."""
+    inst = instance(*case)
+    out: dict[str, Any] = {"instance": inst.name,
+                           "combinatorial bound": facade.combinatorial_bound(inst)}
+    for label, relax in (("without", False), ("with", True)):
+        res, secs = _solve(inst, search, relax)
+        out[f"{label}: status"] = str(res.status)
+        out[f"{label}: makespan / bound"] = f"{res.makespan:g} / {res.lower_bound:g}"
+        out[f"{label}: s"] = round(secs, 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search", type=float, default=15.0,
                     help="CP-SAT deterministic units per search (default 15)")
     ap.add_argument("--quick", action="store_true", help="three cases only")
     args = ap.parse_args(argv)
-    def measured(case: tuple[Any, ...]) -> dict[str, Any]:
-        inst = instance(*case)
-        row: dict[str, Any] = {"instance": inst.name,
-                               "combinatorial bound": facade.combinatorial_bound(inst)}
-        for label, relax in (("without", False), ("with", True)):
-            res, secs = _solve(inst, args.search, relax)
-            row[f"{label}: status"] = str(res.status)
-            row[f"{label}: makespan / bound"] = f"{res.makespan:g} / {res.lower_bound:g}"
-            row[f"{label}: s"] = round(secs, 1)
-        return row
+    print_rows(QUICK if args.quick else CASES, lambda case: row(case, args.search))
 
-    print_rows(QUICK if args.quick else CASES, measured)
 
 if __name__ == "__main__":
     main()
