@@ -106,7 +106,11 @@ _SLACKS: tuple[float | None, ...] = (0.0, 1.0, 2.0, None)
 #: activation), no window, ``W`` lazy (module docstring); ``dfs`` never won there.  Measured:
 #: p16 v2 m64 limit 24 2515 -> 2380, V-Min profiled p16 m128 1080 -> 947, p32 v4 m64 limit 8
 #: 1959 -> 1808, V-Half profiled p32 m128 959 -> 899; the rest of the shipped set unchanged.
-_LOOSE: tuple[tuple[str, float], ...] = tuple((r, k) for k in (4.0, 8.0)
+#: The makespan is U-shaped in the slack (too tight: memory idles; too loose: microbatches
+#: crowd the devices and hold memory longer), lowest at 5-6 on memory-paced V instances, so
+#: 5 and 6 follow (cut first when the budget is short): V-Min profiled 947 -> 935, random
+#: p16 V m128 at half of 1F1B's memory 1780 -> 1721 (docs/modelling.md §37).
+_LOOSE: tuple[tuple[str, float], ...] = tuple((r, k) for k in (4.0, 8.0, 5.0, 6.0)
                                               for r in ("ilv", "due0.2", "due0.4"))
 #: Windows tried by the portfolio: ``round(a * p + b * (p - 1 - d))`` for device d.
 _WINDOWS: tuple[tuple[float, float] | None, ...] = (None, (1.0, 1.0), (2.0, 2.0))
