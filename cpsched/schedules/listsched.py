@@ -30,15 +30,15 @@ strict reservation; None: the banker's rule alone).
 **Portfolio** (default in memory-aware mode): the requested rule, then a few ``ilv`` runs
 (:func:`_ilv_configs`), then ``dfs``, ``bfs`` and ``due`` with several periods, slacks and
 windows, then ``restarts`` runs of the best three of those with seeded random offsets on their
-keys, then twelve runs with a loose admission slack (:data:`_LOOSE`: 4, 8, 5 or 6 largest stage
-activations; a device then fills its limit while it waits for its first backward, which pays
-where memory sets the pace — p16 v2 m64 limit 24: 2515 -> 2380; V-Min's profiled p16 m128:
-1080 -> 947 -> 935); the smallest makespan wins (ties: the earlier run), so the ``ilv`` runs
-and the loose ones can only improve on the rest. It stops when a run reaches the lower bound, and
-spends at most ``budget`` action starts on the configurations and restarts (the two ``ilv``
-runs and the loose ones come on top, as many as the budget has runs): when they do not all fit,
-an evenly spread subset of the configurations runs and a quarter of the budget goes to restarts
-(deterministic for a given ``seed``).
+keys, then twelve runs (each once per pairing mode) with a loose admission slack
+(:data:`_LOOSE`: 4, 8, 5 or 6 largest stage activations; a device then fills its limit while it
+waits for its first backward, which pays where memory sets the pace — p16 v2 m64 limit 24:
+2515 -> 2380; V-Min's profiled p16 m128: 1080 -> 947 -> 935); the smallest makespan wins (ties:
+the earlier run), so the ``ilv`` runs and the loose ones can only improve on the rest. It stops
+when a run reaches the lower bound, and spends at most ``budget`` action starts on the
+configurations and restarts (the two ``ilv`` runs and the loose ones come on top, as many as
+the budget has runs): when they do not all fit, an evenly spread subset of the configurations
+runs and a quarter of the budget goes to restarts (deterministic for a given ``seed``).
 
 **Without a memory limit** a device holding several stages (``v > 1``) gets a short portfolio
 by default: the requested rule, then ``ilv`` under :func:`interleaved_cap` (interleaved 1F1B's
