@@ -398,3 +398,37 @@ def test_no_model_when_too_little_time_is_left(monkeypatch: pytest.MonkeyPatch) 
     assert res.makespan <= res.stats["window_search"]["makespan"] <= seq.makespan
     assert res.schedule.lower_bound == res.stats["combinatorial_bound"]
 
+
+
+def test_sweep_windows_run_short_while_nearly_every_window_gains(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/modelling.md §38: the full limits until ADAPT_RECENT windows are known, the short
+    # ones while at least ADAPT_SHARE of the last ADAPT_RECENT shortened the schedule, the
+    # full ones again once they stop; the window size grows after a proof quick for the
+    # limits it ran with
+    assert (lns.ADAPT_RECENT, lns.ADAPT_SHARE) == (8, 0.75)
+    full = (lns.WINDOW_DETERMINISTIC_TIME, lns.WINDOW_SECONDS)
+    short = (lns.SHORT_DETERMINISTIC_TIME, lns.SHORT_SECONDS)
+    assert short < full
+    gains = [True] * 12 + [False] * 10
+    inc = SimpleNamespace(makespan=10_000, by_start=[(0, 0, 0)] * 10**6)
+    seen: list[tuple[float, float]] = []
+
+    def window(self, window, before, deterministic_time, seconds, plateau=False):  # noqa: ANN001, ANN202
+        seen.append((deterministic_time, seconds))
+        self.inc.makespan -= gains[len(seen) - 1]
+        self.used += 1.0
+        return cp_model.OPTIMAL, 0.2, 0.0
+
+    monkeypatch.setattr(lns._Search, "window", window)
+    monkeypatch.setattr(lns, "_choose", lambda inc, cursor, size: (set(range(size)), set()))
+    run = lns._Search(SimpleNamespace(overlap=None), inc, None, len(gains), 0, 0, None, None,
+                      None)
+    lns._sweeps(run)
+    # windows 9-13 follow 8 gains of 8; 14 and 15 follow 7 and 6 of 8; 16 on 5 of 8 or fewer
+    assert seen == [full] * 8 + [short] * 7 + [full] * 7
+    assert inc.makespan == 10_000 - 12
+    # 0.2 units is a quick proof under the full limit, not under the short one
+    assert lns._resize(400, cp_model.OPTIMAL, 0.2, 0.0, *full) > 400
+    assert lns._resize(400, cp_model.OPTIMAL, 0.2, 0.0, *short) == 400
+    assert lns._resize(400, cp_model.FEASIBLE, 0.5, 0.0, *short) < 400

@@ -44,6 +44,7 @@ import os
 import random
 import time
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,13 @@ MIN_ACTIONS_LIMITED = 500
 START_WINDOW, MIN_WINDOW, MAX_WINDOW = 400, 120, 2500
 #: CP-SAT deterministic time and wall seconds per window.
 WINDOW_DETERMINISTIC_TIME, WINDOW_SECONDS = 1.0, 3.0
+#: Sweep windows run with the shorter limits below while at least ADAPT_SHARE of the last
+#: ADAPT_RECENT sweep windows made the schedule shorter (:func:`_sweep_limits`): when nearly
+#: every window gains, more windows gain more (memory-paced random V p16 m128, `-t 120`, seeds
+#: 0–2: 1568.57 / 1571.19 / 1575.49 against 1594.29 / 1593.89 / 1583.19); where gains are rare
+#: and come late in a window (limit 24) the full limits stay (docs/modelling.md §38).
+ADAPT_RECENT, ADAPT_SHARE = 8, 0.75
+SHORT_DETERMINISTIC_TIME, SHORT_SECONDS = 0.5, 1.5
 #: The search ends after this many sweeps in a row over the whole schedule that changed nothing
 #: (no shorter schedule, no plateau move); with
 #: pairs more (their windows mostly end at their time limit unproven, so sweeps at other
@@ -310,13 +318,15 @@ def _drain_windows(run: _Search) -> None:
 
 def _sweeps(run: _Search) -> None:
     """Windows sweeping the schedule from its start, each half a window after the previous
-    one (plus a random offset), resized after each (:func:`_resize`); after a sweep without
-    a shorter schedule, a plateau sweep (:data:`PLATEAU`); ends after
+    one (plus a random offset), resized after each (:func:`_resize`), with the short limits
+    while nearly every recent window made the schedule shorter (:func:`_sweep_limits`);
+    after a sweep without a shorter schedule, a plateau sweep (:data:`PLATEAU`); ends after
     :data:`MAX_STALE_SWEEPS` sweeps in a row that changed nothing."""
     rng = random.Random(run.seed)
     size, cursor, stale = START_WINDOW, 0, 0
     plateau = shorter = moved = False  # this sweep's kind; what it achieved
     limit = MAX_STALE_SWEEPS if run.pb.overlap is None else MAX_STALE_SWEEPS_WITH_PAIRS
+    recent: deque[bool] = deque(maxlen=max(1, ADAPT_RECENT))  # did each window shorten it?
     while not run.over():
         n = len(run.inc.by_start)
         if cursor >= n:  # a sweep over the schedule ended
@@ -328,14 +338,27 @@ def _sweeps(run: _Search) -> None:
         window, before = _choose(run.inc, cursor, min(size, n))
         cursor += max(1, size // 2) + rng.randrange(max(1, size // 4))
         makespan, plateau_moves = run.inc.makespan, run.stats.plateau_moves
-        out = run.window(window, before, WINDOW_DETERMINISTIC_TIME, WINDOW_SECONDS, plateau)
+        limits = _sweep_limits(recent)
+        out = run.window(window, before, *limits, plateau)
         if out is None:
             if run.stop is not None and run.stop():
                 break
             continue
-        size = _resize(size, *out)
+        size = _resize(size, *out, *limits)
+        recent.append(run.inc.makespan < makespan)
         shorter |= run.inc.makespan < makespan
         moved |= run.inc.makespan < makespan or run.stats.plateau_moves > plateau_moves
+
+
+def _sweep_limits(recent: deque[bool]) -> tuple[float, float]:
+    """A sweep window's CP-SAT deterministic limit and wall seconds: the short ones
+    (:data:`SHORT_DETERMINISTIC_TIME`, :data:`SHORT_SECONDS`) when ``recent`` — whether each
+    of the last sweep windows made the schedule shorter — is full (:data:`ADAPT_RECENT`) and
+    at least :data:`ADAPT_SHARE` of it is True, else the full ones."""
+    if (ADAPT_RECENT > 0 and len(recent) >= ADAPT_RECENT
+            and sum(recent) >= ADAPT_SHARE * len(recent)):
+        return SHORT_DETERMINISTIC_TIME, SHORT_SECONDS
+    return WINDOW_DETERMINISTIC_TIME, WINDOW_SECONDS
 
 
 def window_workers(workers: int) -> int:
@@ -363,10 +386,11 @@ def _window_solver(seed: int, deterministic_time: float, left: float | None,
     return solver
 
 
-def _resize(size: int, code: int, deterministic_time: float, wall: float = 0.0) -> int:
-    """The next window size: larger after a quick proof, smaller after a time-out."""
-    quick = (deterministic_time < 0.3 * WINDOW_DETERMINISTIC_TIME
-             and wall < 0.3 * WINDOW_SECONDS)
+def _resize(size: int, code: int, deterministic_time: float, wall: float = 0.0,
+            limit: float = WINDOW_DETERMINISTIC_TIME, seconds: float = WINDOW_SECONDS) -> int:
+    """The next window size: larger after a proof within 30 % of the window's limits
+    (``limit`` deterministic units, ``seconds``), smaller after a time-out."""
+    quick = deterministic_time < 0.3 * limit and wall < 0.3 * seconds
     if code == cp_model.OPTIMAL and quick:
         return min(MAX_WINDOW, int(size * 1.25) + 1)
     if code != cp_model.OPTIMAL:
