@@ -74,11 +74,12 @@ START_WINDOW, MIN_WINDOW, MAX_WINDOW = 400, 120, 2500
 WINDOW_DETERMINISTIC_TIME, WINDOW_SECONDS = 1.0, 3.0
 #: Sweep windows run with the shorter limits below while at least ADAPT_SHARE of the last
 #: ADAPT_RECENT sweep windows made the schedule shorter (:func:`_sweep_limits`): when nearly
-#: every window gains, more windows gain more (memory-paced random V p16 m128, `-t 120`, seeds
-#: 0–2: 1568.57 / 1571.19 / 1575.49 against 1594.29 / 1593.89 / 1583.19); where gains are rare
-#: and come late in a window (limit 24) the full limits stay (docs/modelling.md §38).
+#: every window gains, more windows gain more (memory-paced random V p16 m128, `-t 120`: a
+#: quarter unit and 0.75 s 1555.25 / 1549.32, half a unit and 1.5 s 1568.57–1575.49, the full
+#: limits always 1583.19–1594.29); where gains are rare and come late in a window (limit 24)
+#: the full limits stay (docs/modelling.md §38).
 ADAPT_RECENT, ADAPT_SHARE = 8, 0.75
-SHORT_DETERMINISTIC_TIME, SHORT_SECONDS = 0.5, 1.5
+SHORT_DETERMINISTIC_TIME, SHORT_SECONDS = 0.25, 0.75
 #: The search ends after this many sweeps in a row over the whole schedule that changed nothing
 #: (no shorter schedule, no plateau move); with
 #: pairs more (their windows mostly end at their time limit unproven, so sweeps at other
