@@ -399,7 +399,6 @@ def test_no_model_when_too_little_time_is_left(monkeypatch: pytest.MonkeyPatch) 
     assert res.schedule.lower_bound == res.stats["combinatorial_bound"]
 
 
-
 def test_sweep_windows_run_short_while_nearly_every_window_gains(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # docs/modelling.md §38: the full limits until ADAPT_RECENT windows are known, the short

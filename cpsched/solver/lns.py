@@ -346,9 +346,10 @@ def _sweeps(run: _Search) -> None:
                 break
             continue
         size = _resize(size, *out, *limits)
-        recent.append(run.inc.makespan < makespan)
-        shorter |= run.inc.makespan < makespan
-        moved |= run.inc.makespan < makespan or run.stats.plateau_moves > plateau_moves
+        gained = run.inc.makespan < makespan
+        recent.append(gained)
+        shorter |= gained
+        moved |= gained or run.stats.plateau_moves > plateau_moves
 
 
 def _sweep_limits(recent: deque[bool]) -> tuple[float, float]:
@@ -387,8 +388,8 @@ def _window_solver(seed: int, deterministic_time: float, left: float | None,
     return solver
 
 
-def _resize(size: int, code: int, deterministic_time: float, wall: float = 0.0,
-            limit: float = WINDOW_DETERMINISTIC_TIME, seconds: float = WINDOW_SECONDS) -> int:
+def _resize(size: int, code: int, deterministic_time: float, wall: float, limit: float,
+            seconds: float) -> int:
     """The next window size: larger after a proof within 30 % of the window's limits
     (``limit`` deterministic units, ``seconds``), smaller after a time-out."""
     quick = deterministic_time < 0.3 * limit and wall < 0.3 * seconds
