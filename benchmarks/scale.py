@@ -1,12 +1,15 @@
 """Benchmark: production-size instances (instances/scale/) with default settings.
 
-For each instance: the best known schedule that fits the memory limit, what ``cpsched solve``
-returns with its default method choice, the certified lower bound, the gap, the wall time of
-the whole call (known schedules, bounds, window search, model, search and the relaxation
-bound), the warm start, what the window search made of it (docs/modelling.md §17), and the
-peak resident memory (each instance runs in a fresh interpreter; the search's child process
-included). Then the simulator against the visualizer's execution model
-(benchmarks/simulator.py).
+For each instance: the best known schedule that fits the memory limit (every known schedule,
+without a time limit, computed after the timed call), what ``cpsched solve`` returns with its
+default method choice, the certified lower bound, the gap, the wall time of the whole call
+(the known schedules as the command computes them — expensive searches stop after a third of
+the time limit — then bounds, window search, model, search and the relaxation bound), the
+warm start, what the window search made of it (docs/modelling.md §17), and the peak resident
+memory (each instance runs in a fresh interpreter; the search's child process included). A
+result longer than the best known schedule that fits is flagged in the status column ("WORSE
+than known") and the sweep goes on. Then the simulator against the visualizer's execution
+model (benchmarks/simulator.py).
 
     python benchmarks/scale.py                    # 120 s per instance, every instance
     python benchmarks/scale.py -t 30 p16-v-m64-vhalf
@@ -30,19 +33,24 @@ SCALE = ROOT / "instances" / "scale"
 
 
 def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]:
-    """Solve one instance with defaults; one table row."""
+    """Solve one instance with defaults, as ``cpsched solve`` does; one table row.
+
+    The known schedules are computed as the command computes them (cpsched/cli/solve.py:
+    expensive searches stop after a third of the time limit) and passed to ``solve`` as its
+    candidates, all within the timed call.  The column "best known that fits" is then taken
+    from every known schedule computed without a deadline, after the timed call."""
     from cpsched import load_instance, run_all, solve, validate
 
     inst = load_instance(path)
     t0 = time.perf_counter()
-    known = run_all(inst)
-    fitting = {n: s.makespan for n, s in known.items() if not validate(s, inst)}
-    best_name = min(fitting, key=fitting.get) if fitting else "-"
-    res = solve(inst, time_limit=time_limit, workers=workers, started=t0)
+    known = run_all(inst, t0 + time_limit / 3)
+    res = solve(inst, time_limit=time_limit, workers=workers, started=t0, candidates=known)
     wall = time.perf_counter() - t0
     assert res.schedule is not None and validate(res.schedule) == []
+    fitting = {n: s.makespan for n, s in run_all(inst).items() if not validate(s, inst)}
+    best_name = min(fitting, key=fitting.get) if fitting else "-"
     best = fitting.get(best_name)
-    assert best is None or res.makespan <= best + 1e-9, "worse than a known schedule"
+    worse = best is not None and res.makespan > best + 1e-9
     peak = max(resource.getrusage(who).ru_maxrss
                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
     ws = res.stats.get("window_search")
@@ -53,7 +61,8 @@ def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]
         "instance": inst.name, "actions": inst.n_actions,
         "best known that fits": f"{best_name} {best:g}" if best is not None else "-",
         "cpsched": res.makespan, "bound": res.lower_bound,
-        "gap %": round(100 * (res.gap or 0.0), 2), "status": str(res.status),
+        "gap %": round(100 * (res.gap or 0.0), 2),
+        "status": f"{res.status} WORSE than known" if worse else str(res.status),
         "warm start": res.warm_start, "window search": window,
         "seconds": round(wall, 1), "peak MiB": round(peak),
     }
