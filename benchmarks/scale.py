@@ -46,13 +46,13 @@ def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]
     known = run_all(inst, t0 + time_limit / 3)
     res = solve(inst, time_limit=time_limit, workers=workers, started=t0, candidates=known)
     wall = time.perf_counter() - t0
+    peak = max(resource.getrusage(who).ru_maxrss
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
     assert res.schedule is not None and validate(res.schedule) == []
     fitting = {n: s.makespan for n, s in run_all(inst).items() if not validate(s, inst)}
     best_name = min(fitting, key=fitting.get) if fitting else "-"
     best = fitting.get(best_name)
     worse = best is not None and res.makespan > best + 1e-9
-    peak = max(resource.getrusage(who).ru_maxrss
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
     ws = res.stats.get("window_search")
     window = "-" if ws is None else (
         f"{res.schedule.extra['warm_start_makespan']:g} -> {ws['makespan']:g} "
