@@ -3,7 +3,7 @@
 For each instance: the best known schedule that fits the memory limit (every known schedule,
 without a time limit, computed after the timed call), what ``cpsched solve`` returns with its
 default method choice, the certified lower bound, the gap, the wall time of the whole call
-(the known schedules as the command computes them — expensive searches stop after a third of
+(the known schedules as ``solve`` computes them — expensive searches stop after a third of
 the time limit — then bounds, window search, model, search and the relaxation bound), the
 warm start, what the window search made of it (docs/modelling.md §17), and the peak resident
 memory (each instance runs in a fresh interpreter; the search's child process included). A
@@ -35,16 +35,15 @@ SCALE = ROOT / "instances" / "scale"
 def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]:
     """Solve one instance with defaults, as ``cpsched solve`` does; one table row.
 
-    The known schedules are computed as the command computes them (cpsched/cli/solve.py:
-    expensive searches stop after a third of the time limit) and passed to ``solve`` as its
-    candidates, all within the timed call.  The column "best known that fits" is then taken
-    from every known schedule computed without a deadline, after the timed call."""
+    ``solve`` computes its own known schedules within the timed call, as for the command
+    (expensive searches stop after a third of the time limit).  The column "best known that
+    fits" is then taken from every known schedule computed without a deadline, after the
+    timed call (before it, it would eat into ``solve``'s third)."""
     from cpsched import load_instance, run_all, solve, validate
 
     inst = load_instance(path)
     t0 = time.perf_counter()
-    known = run_all(inst, t0 + time_limit / 3)
-    res = solve(inst, time_limit=time_limit, workers=workers, started=t0, candidates=known)
+    res = solve(inst, time_limit=time_limit, workers=workers, started=t0)
     wall = time.perf_counter() - t0
     peak = max(resource.getrusage(who).ru_maxrss
                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
