@@ -4,6 +4,7 @@ run, and what each returns (docs/modelling.md §17)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import make
@@ -15,6 +16,7 @@ import cpsched.solver.prelude as prelude
 import cpsched.solver.relaxation as relaxation
 from cpsched import solve
 from cpsched.cli import app
+from cpsched.instance import Instance
 from cpsched.schedules.transforms import sequential_schedule
 from cpsched.solver.prelude import METHODS, check_method
 from cpsched.validate import validate
@@ -222,3 +224,38 @@ def test_the_model_runs_when_the_search_ends_early(monkeypatch: pytest.MonkeyPat
     assert "restricted" in res.stats and res.stats["window_search"] is not None
     assert res.status == "OPTIMAL" and res.schedule is not None
     assert validate(res.schedule) == []
+
+
+def _dualpipe_shape(p: int, m: int, **more: Any) -> Instance:
+    """DualPipe's shape (docs/modelling.md §40): F = I = W = 1, F&B pair 2.5."""
+    return make(p, 1, m, F=1, I=1, W=1, overlap=2.5, placement="bidirectional", **more)
+
+
+def test_dualpipe_family_runs_on_dualpipe_shapes_of_its_size_only() -> None:
+    from cpsched.schedules import run_schedule
+
+    inst = _dualpipe_shape(6, 12)
+    known = {"dualpipe": run_schedule("dualpipe", inst)}
+    lb = facade.combinatorial_bound(inst)
+    assert prelude.family_applies(inst, known, lb)
+    assert not prelude.family_applies(inst, {}, lb)  # no DualPipe candidate
+    assert not prelude.family_applies(inst, known, inst.ticks(known["dualpipe"].makespan))
+    big = _dualpipe_shape(16, 64)  # 3072 actions
+    assert big.n_actions > prelude.FAMILY_MAX_ACTIONS
+    assert not prelude.family_applies(big, {"dualpipe": run_schedule("dualpipe", big)}, 0)
+    tight = _dualpipe_shape(6, 12, limit=2)  # DualPipe holds more
+    assert validate(run_schedule("dualpipe", tight))
+    assert not prelude.family_applies(tight, {"dualpipe": run_schedule("dualpipe", tight)}, 0)
+
+
+def test_solve_takes_the_dualpipe_family_schedule_when_shorter() -> None:
+    """p = 6, m = 12: DualPipe 36, the bound 35; the family finds 35.5 (§40) and ``solve``
+    keeps it — one worker, no time limit, a deterministic budget for the full model."""
+    inst = _dualpipe_shape(6, 12)
+    res = solve(inst, workers=1, time_limit=None, parameters={"max_deterministic_time": 2.0})
+    assert res.stats["dualpipe_family"]["makespan"] == 35.5
+    assert res.makespan <= 35.5 and validate(res.schedule) == []
+    assert 35 <= res.lower_bound <= res.makespan
+    loop = make(6, 1, 12, F=1, I=1, W=1)  # no pairs: it does not run
+    assert solve(loop, workers=1, time_limit=None,
+                 parameters={"max_deterministic_time": 2.0}).stats["dualpipe_family"] is None

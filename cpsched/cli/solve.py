@@ -270,6 +270,10 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
         say(f"modulo pattern: period {fmt(mp['period'])} (at least {fmt(mp['min_period'])}), "
             f"{fmt(mp['makespan'])} in {mp['seconds']:g} s"
             + (", the warm start" if mp["warm_start"] else ", not shorter than the warm start"))
+    fam = res.stats.get("dualpipe_family")
+    if fam is not None and fam["makespan"] is not None:  # docs/modelling.md §40
+        say(f"DualPipe's family (mirror-symmetric, DualPipe's pairs): {fmt(fam['makespan'])} "
+            f"in {fam['seconds']:g} s")
     tb = res.stats.get("tent")
     if tb is not None and tb["bound"] > tb["before"]:  # docs/modelling.md §24
         say(f"tent bound: {fmt(tb['before'])} -> {fmt(tb['bound'])} in {tb['seconds']:g} s "

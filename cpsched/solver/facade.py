@@ -39,9 +39,9 @@ from cpsched.solver.prelude import (
     modulo_candidate,
     pair_relaxation,
     pair_windows,
+    search_and_family,
     search_share,
     tent,
-    window_search,
     window_stats,
 )
 from cpsched.solver.progress import Progress, ProgressCallback
@@ -241,8 +241,9 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     warm, hint, horizon, lb, pre = _before_search(inst, candidates, bounds, deadline, stop,
                                                   workers)
     cb, start_horizon = Progress(inst, t0, on_progress, min(lb, horizon)), horizon
-    hint, horizon, windows = window_search(inst, g, hint, horizon, lb, deadline, seed,
-                                           parameters, cb, stop, workers, method)
+    hint, horizon, windows = search_and_family(inst, g, (hint, horizon, lb), deadline, seed,
+                                               parameters, cb, stop, workers, method,
+                                               (candidates, pre))  # §17, §40
     skip = _skip_model(inst, deadline, windows, stop.requested, method, done=lb >= horizon)
     if skip is not None:
         return _without_model(inst, g, hint, lb, horizon, t0, warm, start_horizon, windows,
@@ -266,8 +267,8 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     if resumed:  # the relaxation ended before its share of the time: the search goes on
         out, (schedule, makespan, bound, best) = _resume(
             model, best, makespan, bound, deadline, (workers, seed, parameters), cb, stop, trust)
-    message = _restricted_message(model)
-    _certify(schedule, min(bound, makespan), t0, warm, start_horizon, message)
+    _certify(schedule, min(bound, makespan), t0, warm, start_horizon,
+             message := _restricted_message(model))
     return Result(schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
                   solver_status=out.status_name, message=message,
                   stats=_stats(model, out, cb, lb, resumed, relaxed, windows) | pre)

@@ -21,7 +21,8 @@ gives ``overlap_forward_backward``:
 
 Above :data:`MAX_PAIRS` candidate pairs only pairs of microbatches at most ``pair_window``
 apart are kept (plus the warm start's), and ``restricted`` is True: CP-SAT's own bound is
-then not a bound over all schedules.
+then not a bound over all schedules.  A ``pair_filter`` restricts the candidates the same
+way, to a family the caller chooses (e.g. DualPipe's, :mod:`cpsched.solver.mirror`).
 """
 
 from __future__ import annotations
@@ -154,9 +155,11 @@ class OverlapTiming:
 
     def __init__(self, model: cp_model.CpModel, rg: ResourceGraph, horizon: int, *,
                  instance: Instance, forced_pairs: Iterable[Pair] = (),
-                 max_pairs: int | None = None) -> None:
+                 max_pairs: int | None = None,
+                 pair_filter: Callable[[Pair], bool] | None = None) -> None:
         self.rg, self.inst, self.horizon = rg, instance, horizon
         self.forced_pairs = set(forced_pairs)
+        self.pair_filter = pair_filter
         self.max_pairs = MAX_PAIRS if max_pairs is None else max_pairs
         self.restricted = False
         self.pair_window: int | None = None
@@ -228,6 +231,11 @@ class OverlapTiming:
             cands |= pair_candidates(inst, flist, bs[dev], self.rg.duration, head, tail, rel,
                                      self.horizon, self.forced_pairs)
         self.candidate_pairs = len(cands)
+        if self.pair_filter is not None:  # the caller's family: CP-SAT's bound is over it only
+            kept = {fb: d for fb, d in cands.items()
+                    if fb in self.forced_pairs or self.pair_filter(fb)}
+            self.restricted = len(kept) < len(cands)
+            cands = kept
         if len(cands) <= self.max_pairs:
             return cands
         self.restricted = True

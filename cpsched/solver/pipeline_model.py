@@ -8,7 +8,7 @@ instead of fixed intervals.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -39,6 +39,8 @@ class PipelineModel:
     Args:
         pairs: overlapped pairs always kept as candidates (the warm start's).
         max_pairs: candidate pair limit (default :data:`cpsched.solver.overlap.MAX_PAIRS`).
+        pair_filter: keep only the candidate pairs it accepts (and ``pairs``); the model is
+            then ``restricted`` if it drops any.
         fifo: add FIFO symmetry breaking (tests switch it off to check it is valid).
 
     Attributes:
@@ -52,11 +54,12 @@ class PipelineModel:
 
     def __init__(self, inst: Instance, horizon: int, lb: int, *,
                  pairs: Sequence[Pair] = (), max_pairs: int | None = None,
-                 fifo: bool = True) -> None:
+                 fifo: bool = True, pair_filter: Callable[[Pair], bool] | None = None) -> None:
         self.inst = inst
         self.overlap = inst.overlap_forward_backward is not None
         timing: Any = (partial(OverlapTiming, instance=inst, forced_pairs=pairs,
-                               max_pairs=max_pairs) if self.overlap else FixedTiming)
+                               max_pairs=max_pairs, pair_filter=pair_filter)
+                       if self.overlap else FixedTiming)
         families = PIPELINE_FAMILIES if fifo else tuple(
             f for f in PIPELINE_FAMILIES if f is not fifo_order)
         rg = pipeline_resource_graph(inst)

@@ -1,8 +1,8 @@
 """What :func:`cpsched.solver.facade.solve` runs before the full model: the modulo schedule
 as one more warm-start candidate on large instances (docs/modelling.md §22), the tent bound
 where memory sets the pace (§24), the pair window bound where F&B pairs may overlap (§28),
-and the window search that shortens the warm start (§17), with the shares of the time limit
-they get.
+and the window search that shortens the warm start (§17) — after it, under bidirectional
+placement, DualPipe's family (§40) — with the shares of the time limit they get.
 
 Which of them run is the solve *method* (:data:`METHODS`): ``auto`` decides by the model's
 size, ``model`` skips the window search, ``search`` gives it the time the full model would
@@ -16,15 +16,20 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ortools.sat.python import cp_model
+
 from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
 from cpsched.solver import lns
-from cpsched.solver.overlap import PairSolution
+from cpsched.solver.mirror import dualpipe_family_model
+from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.relaxation import may_follow_search, relaxation_bound, relaxed_devices
 from cpsched.solver.search_run import seconds_left
+from cpsched.solver.warm_start import best_warm_start
 from cpsched.tent_bound import applies, tent_bound
+from cpsched.validate import validate
 
 #: The solve methods: ``auto`` — on models of :data:`cpsched.solver.lns.MIN_ACTIONS` or more
 #: actions (:data:`cpsched.solver.lns.MIN_ACTIONS_PAIRS` with an overlap cost,
@@ -53,6 +58,11 @@ WINDOW_SHARE_SMALL = 0.5
 #: bidirectional models the pattern beats the list scheduler and what the full model finds
 #: in 60 s, e.g. 257 against 285 on p4 m64 at limit 2, §27)
 MODULO_SHARE, MODULO_MIN_ACTIONS, MODULO_MIN_ACTIONS_LIMITED = 0.2, 1500, 0
+#: DualPipe's family (docs/modelling.md §40): the most actions it runs on, its share of the
+#: time left, and its CP-SAT deterministic units without a time limit (reproducible).  It
+#: found 6p - 0.5 on DualPipe's shape for p = 6-10 within 16 s and beat the defaults by one
+#: unit at p = 8 with m = 32 and 64 (1536 actions); at p = 16 (1536) not within 300 s
+FAMILY_MAX_ACTIONS, FAMILY_SHARE, FAMILY_DETERMINISTIC_TIME = 1536, 0.25, 10.0
 #: the window search is not set up with less time left than this plus the set-up: 0.95 s
 #: for 24 576 actions on 2 cores loaded by two other processes (session 19)
 MIN_WINDOW_SECONDS, WINDOW_SETUP_SECONDS_PER_ACTION = 0.5, 4e-5
@@ -160,6 +170,82 @@ def modulo_candidate(inst: Instance, deadline: float | None, stop: Any) -> Sched
     return modulo.modulo_schedule(inst, until, lambda: stop.requested)
 
 
+def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) -> bool:
+    """Whether DualPipe's family (docs/modelling.md §40) runs on ``inst``: bidirectional
+    placement with an overlap cost, at most :data:`FAMILY_MAX_ACTIONS` actions, and a
+    ``dualpipe`` candidate that fits the memory limit and is longer than ``lb`` (ticks)."""
+    dualpipe = candidates.get("dualpipe")
+    return (dualpipe is not None and inst.n_actions <= FAMILY_MAX_ACTIONS
+            and inst.overlap_forward_backward is not None and inst.placement == "bidirectional"
+            and inst.ticks(dualpipe.makespan) > lb and not validate(dualpipe))
+
+
+def family_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float | None,
+                     stop: Any, workers: int) -> tuple[Schedule | None, dict[str, Any]]:
+    """The schedule of DualPipe's family (:func:`cpsched.solver.mirror.dualpipe_family_model`,
+    docs/modelling.md §40) hinted with ``dualpipe`` (a valid DualPipe schedule), makespan at
+    least ``lb`` (ticks): CP-SAT with ``workers`` for ``seconds``, or
+    :data:`FAMILY_DETERMINISTIC_TIME` units when None.  Returns the validated schedule if one
+    was found (else None) and ``Result.stats["dualpipe_family"]`` (makespan, seconds).
+    ``stop`` receives the solver (Ctrl-C)."""
+    t = time.perf_counter()
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = workers
+    if seconds is None:
+        solver.parameters.max_deterministic_time = FAMILY_DETERMINISTIC_TIME
+    else:
+        solver.parameters.max_time_in_seconds = seconds
+    _, rows, horizon = best_warm_start(inst, {"dualpipe": dualpipe})
+    model = dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb)
+    stop.give(solver)
+    found = None
+    if solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        found = model.to_schedule(model.read(solver), "dualpipe-family")
+        found = None if validate(found) else found  # never hand on an invalid schedule
+    return found, {"makespan": None if found is None else found.makespan,
+                   "seconds": round(time.perf_counter() - t, 2)}
+
+
+def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
+                      deadline: float | None, seed: int, parameters: Mapping[str, Any] | None,
+                      cb: Any, stop: Any, workers: int, method: str,
+                      known: tuple[Mapping[str, Schedule], dict[str, Any]],
+                      ) -> tuple[Any, int, lns.LnsStats | None]:
+    """The window search (:func:`window_search`), then DualPipe's family where it applies
+    (:func:`family_applies`, :func:`family_candidate`) with :data:`FAMILY_SHARE` of the time
+    left before the search, kept from it; the shorter schedule is the hint (an improvement is
+    reported to ``cb``).  Run after the search, the family never replaces a shorter
+    schedule: as a warm start it led the search on the p = 16 row to 97.5, not 96.5 (§40).
+
+    Args:
+        start: ``(hint, horizon, lb)`` as for :func:`window_search`.
+        known: the candidates and the ``Result.stats`` so far, which get
+            ``"dualpipe_family"`` (None when it did not run).
+
+    Returns:
+        ``(hint, horizon, the window search's stats)``.
+    """
+    hint, horizon, lb = start
+    candidates, stats = known
+    runs = family_applies(inst, candidates, lb)
+    seconds = None
+    if runs and deadline is not None:
+        seconds = FAMILY_SHARE * seconds_left(inst, deadline)
+        runs = seconds >= MIN_WINDOW_SECONDS
+    until = None if deadline is None or not runs else deadline - (seconds or 0.0)
+    hint, horizon, windows = window_search(inst, g, hint, horizon, lb, until or deadline, seed,
+                                           parameters, cb, stop, workers, method)
+    stats["dualpipe_family"] = None
+    if runs and horizon > lb and not stop.requested:
+        fam, stats["dualpipe_family"] = family_candidate(inst, candidates["dualpipe"], lb,
+                                                         seconds, stop, workers)
+        if fam is not None and inst.ticks(fam.makespan) < horizon:
+            hint = pair_solution(inst, best_warm_start(inst, {"dualpipe-family": fam})[1])
+            horizon = hint.makespan
+            cb.improved(horizon)
+    return hint, horizon, windows
+
+
 def _bound_seconds(deadline: float | None) -> float | None:
     """Seconds for a bound's LPs: :data:`TENT_SHARE` of the time left, at most
     :data:`TENT_MAX_SECONDS` (None without a deadline)."""
@@ -256,11 +342,12 @@ def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] |
             "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
 
 
-__all__ = ["METHODS", "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS", "PAIR_RELAX_DETERMINISTIC_TIME",
+__all__ = ["FAMILY_DETERMINISTIC_TIME", "FAMILY_MAX_ACTIONS", "FAMILY_SHARE", "METHODS",
+           "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS", "PAIR_RELAX_DETERMINISTIC_TIME",
            "PAIR_RELAX_MAX_SECONDS",
            "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE",
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
            "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL",
-           "check_method", "modulo_candidate", "pair_relaxation", "pair_windows",
-           "search_applies", "search_share", "tent",
-           "window_search", "window_setup_seconds", "window_stats"]
+           "check_method", "family_applies", "family_candidate", "modulo_candidate",
+           "pair_relaxation", "pair_windows", "search_and_family", "search_applies",
+           "search_share", "tent", "window_search", "window_setup_seconds", "window_stats"]
