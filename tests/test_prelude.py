@@ -256,6 +256,9 @@ def test_solve_takes_the_dualpipe_family_schedule_when_shorter() -> None:
     assert res.stats["dualpipe_family"]["makespan"] == 35.5
     assert res.makespan <= 35.5 and validate(res.schedule) == []
     assert 35 <= res.lower_bound <= res.makespan
+    model = solve(inst, workers=1, time_limit=None, method="model",
+                  parameters={"max_deterministic_time": 2.0})
+    assert model.stats["dualpipe_family"] is None  # the full model alone, as asked
     loop = make(6, 1, 12, F=1, I=1, W=1)  # no pairs: it does not run
     assert solve(loop, workers=1, time_limit=None,
                  parameters={"max_deterministic_time": 2.0}).stats["dualpipe_family"] is None

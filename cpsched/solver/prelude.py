@@ -212,7 +212,8 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
                       known: tuple[Mapping[str, Schedule], dict[str, Any]],
                       ) -> tuple[Any, int, lns.LnsStats | None]:
     """The window search (:func:`window_search`), then DualPipe's family where it applies
-    (:func:`family_applies`, :func:`family_candidate`) with :data:`FAMILY_SHARE` of the time
+    (:func:`family_applies`, :func:`family_candidate`; not with the method ``model``, which
+    runs the full model from the best warm start) with :data:`FAMILY_SHARE` of the time
     left before the search, kept from it; the shorter schedule is the hint (an improvement is
     reported to ``cb``).  Run after the search, the family never replaces a shorter
     schedule: as a warm start it led the search on the p = 16 row to 97.5, not 96.5 (§40).
@@ -227,7 +228,7 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
     """
     hint, horizon, lb = start
     candidates, stats = known
-    runs = family_applies(inst, candidates, lb)
+    runs = method != "model" and family_applies(inst, candidates, lb)
     seconds = None
     if runs and deadline is not None:
         seconds = FAMILY_SHARE * seconds_left(inst, deadline)
