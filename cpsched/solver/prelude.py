@@ -184,13 +184,15 @@ def family_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float
                      stop: Any, workers: int) -> tuple[Schedule | None, dict[str, Any]]:
     """The schedule of DualPipe's family (:func:`cpsched.solver.mirror.dualpipe_family_model`,
     docs/modelling.md §40) hinted with ``dualpipe`` (a valid DualPipe schedule), makespan at
-    least ``lb`` (ticks): CP-SAT with ``workers`` for ``seconds``, or
-    :data:`FAMILY_DETERMINISTIC_TIME` units when None.  Returns the validated schedule if one
-    was found (else None) and ``Result.stats["dualpipe_family"]`` (makespan, seconds).
+    least ``lb`` (ticks): CP-SAT for ``seconds`` with ``workers``, at most one per core
+    (:func:`cpsched.solver.lns.window_workers`), or with ``workers`` for
+    :data:`FAMILY_DETERMINISTIC_TIME` units when ``seconds`` is None.  Returns the validated
+    schedule if one was found (else None) and ``Result.stats["dualpipe_family"]`` (makespan,
+    seconds).
     ``stop`` receives the solver (Ctrl-C)."""
     t = time.perf_counter()
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = workers
+    solver = cp_model.CpSolver()  # with a deadline at most one worker per core, as a window's
+    solver.parameters.num_workers = workers if seconds is None else lns.window_workers(workers)
     if seconds is None:
         solver.parameters.max_deterministic_time = FAMILY_DETERMINISTIC_TIME
     else:
