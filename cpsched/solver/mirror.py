@@ -44,7 +44,12 @@ def mirror_action(inst: Instance, a: Action) -> Action:
         ValueError: the placement is not bidirectional.
     """
     _check(inst)
-    return Action(a.kind, a.stage, (a.microbatch + inst.m // 2) % inst.m)
+    return _mirror(inst.m, a)
+
+
+def _mirror(m: int, a: Action) -> Action:
+    """:func:`mirror_action` for ``m`` microbatches, the placement already checked."""
+    return Action(a.kind, a.stage, (a.microbatch + m // 2) % m)
 
 
 def in_dualpipe_family(inst: Instance, pair: Pair) -> bool:
@@ -78,15 +83,12 @@ def add_mirror_symmetry(model: PipelineModel) -> int:
     added = 0
     for a, v in timing.start.items():
         if a.microbatch < n:
-            m.add(v == timing.start[mirror_action(inst, a)])
+            m.add(v == timing.start[_mirror(inst.m, a)])
             added += 1
     for (f, b), x in timing.pair.items():
-        if f.microbatch < n:
-            y = timing.pair.get((mirror_action(inst, f), mirror_action(inst, b)))
+        y = timing.pair.get((_mirror(inst.m, f), _mirror(inst.m, b)))
+        if y is None or f.microbatch < n:  # each mirrored couple once
             m.add(x == 0 if y is None else x == y)
-            added += 1
-        elif (mirror_action(inst, f), mirror_action(inst, b)) not in timing.pair:
-            m.add(x == 0)
             added += 1
     return added
 

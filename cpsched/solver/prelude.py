@@ -22,6 +22,7 @@ from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
+from cpsched.schedules.registry import validated
 from cpsched.solver import lns
 from cpsched.solver.mirror import dualpipe_family_model
 from cpsched.solver.overlap import PairSolution, pair_solution
@@ -177,7 +178,7 @@ def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) 
     dualpipe = candidates.get("dualpipe")
     return (dualpipe is not None and inst.n_actions <= FAMILY_MAX_ACTIONS
             and inst.overlap_forward_backward is not None and inst.placement == "bidirectional"
-            and inst.ticks(dualpipe.makespan) > lb and not validate(dualpipe))
+            and inst.ticks(dualpipe.makespan) > lb and not validated(dualpipe, inst))
 
 
 def family_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float | None,
@@ -235,8 +236,8 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
     if runs and deadline is not None:
         seconds = FAMILY_SHARE * seconds_left(inst, deadline)
         runs = seconds >= MIN_WINDOW_SECONDS
-    until = None if deadline is None or not runs else deadline - (seconds or 0.0)
-    hint, horizon, windows = window_search(inst, g, hint, horizon, lb, until or deadline, seed,
+    until = deadline - seconds if runs and seconds is not None else deadline
+    hint, horizon, windows = window_search(inst, g, hint, horizon, lb, until, seed,
                                            parameters, cb, stop, workers, method)
     stats["dualpipe_family"] = None
     if runs and horizon > lb and not stop.requested:
