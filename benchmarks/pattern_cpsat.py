@@ -1,6 +1,7 @@
 """Probe: how short a period a periodic pattern of K microbatches can have under the limit.
 
-Not part of ``cpsched solve``: a measuring tool for docs/modelling.md §22 (session 9). For
+Not part of ``cpsched solve``: a measuring tool for docs/modelling.md §22 (session 9); the
+exact model that ``solve`` runs on small patterns is ``cpsched/solver/modulo_exact.py`` (§41). For
 each instance, K and per-microbatch period ``T`` it builds one CP-SAT model of a pattern of
 microbatches ``0 .. K-1`` repeated every ``P = K·T`` ticks and prints whether one exists, its
 span, and the makespan of the pattern's device orders timed by the simulator for all ``m``
@@ -39,12 +40,8 @@ from cpsched.actions import Action, Kind
 from cpsched.graph import memory_buffers
 from cpsched.instance import Instance
 from cpsched.rules import default_kinds, dependencies, duration
+from cpsched.schedules.modulo import no_fused
 from cpsched.simulate import simulate
-
-
-def _no_fused(stage: int, microbatch: int) -> bool:
-    """The default action set: no fused ``B`` on a split instance."""
-    return False
 
 
 def pattern_model(inst: Instance, k: int, period: int
@@ -71,7 +68,7 @@ def pattern_model(inst: Instance, k: int, period: int
     for intervals in per_device.values():
         m.add_no_overlap(intervals)
     for a in acts:
-        for b, lag in dependencies(inst, a, _no_fused):
+        for b, lag in dependencies(inst, a, no_fused):
             m.add(off[a] >= off[b] + duration(inst, b) + lag)
     span = m.new_int_var(0, horizon + period, "span")
     for a in acts:

@@ -267,8 +267,10 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
         f"{fmt(res.lower_bound)}, warm start {res.warm_start}, {res.solve_seconds:.2f} s")
     mp = res.stats.get("modulo")
     if mp is not None:  # docs/modelling.md §22
-        say(f"modulo pattern: period {fmt(mp['period'])} (at least {fmt(mp['min_period'])}), "
-            f"{fmt(mp['makespan'])} in {mp['seconds']:g} s"
+        asked = mp.get("exact_periods") or 0  # shorter periods asked of CP-SAT (§41)
+        say(f"modulo pattern: period {fmt(mp['period'])} (at least {fmt(mp['min_period'])}"
+            + (f"; CP-SAT asked {asked} shorter period{'s' if asked > 1 else ''}" if asked
+               else "") + f"), {fmt(mp['makespan'])} in {mp['seconds']:g} s"
             + (", the warm start" if mp["warm_start"] else ", not shorter than the warm start"))
     fam = res.stats.get("dualpipe_family")
     if fam is not None and fam["makespan"] is not None:  # docs/modelling.md §40

@@ -78,7 +78,9 @@ class Pattern:
         return (-(-m // per_period) - 1) * self.period + self.span
 
 
-def _no_fused(stage: int, microbatch: int) -> bool:
+def no_fused(stage: int, microbatch: int) -> bool:
+    """The default action set for :func:`cpsched.rules.dependencies`: no fused ``B`` on a
+    split instance (a pattern places the instance's default actions)."""
     return False
 
 
@@ -174,7 +176,7 @@ def place_outward(inst: Instance, period: int, w_last: bool = True) -> Pattern |
 
     def after(a: Action) -> int:
         return max(offsets[b] + duration(inst, b) + lag
-                   for b, lag in dependencies(inst, a, _no_fused))
+                   for b, lag in dependencies(inst, a, no_fused))
 
     reps = representatives(inst)
     base = period * (2 * S + 2)  # offsets stay positive; shifted to 0 at the end
@@ -187,7 +189,7 @@ def place_outward(inst: Instance, period: int, w_last: bool = True) -> Pattern |
                 hi = base
             else:
                 nxt = Action(Kind.F, s + 1, i)
-                (_, lag), = dependencies(inst, nxt, _no_fused)  # F(s) with its lag
+                (_, lag), = dependencies(inst, nxt, no_fused)  # F(s) with its lag
                 hi = offsets[nxt] - lag - duration(inst, f)
             if not put(f, _latest(dev, period, hi, duration(inst, f))):
                 return None
@@ -243,7 +245,7 @@ def place_pattern(inst: Instance, period: int, w_last: bool = True,
     for a in seq:
         d = duration(inst, a)
         lo = max((offsets[b] + duration(inst, b) + lag
-                  for b, lag in dependencies(inst, a, _no_fused)), default=0)
+                  for b, lag in dependencies(inst, a, no_fused)), default=0)
         dev = busy[inst.device_of(a.stage, a.microbatch)]
         o = _earliest(dev, period, lo, d)
         if o is None:
@@ -301,23 +303,14 @@ def _chain_rank(inst: Instance, a: Action) -> float:
     return 2 * inst.num_stages - a.stage + (0.5 if a.kind == Kind.W else 0.0)
 
 
-def modulo_schedule(inst: Instance, deadline: float | None = None,
-                    stop: Callable[[], bool] | None = None) -> Schedule | None:
-    """The best timed modulo schedule whose pattern fits the memory limit (module
-    docstring), method ``"modulo"``, its ``extra`` giving the pattern's ``period`` and the
-    scan's start ``min_period`` (time units); None when none is found.  It applies to every
-    instance: with an overlap cost the pattern runs every action alone (pairs are allowed,
-    never required: docs/spec.md §1).
-
-    Args:
-        deadline: a ``time.perf_counter()`` value; the period scan stops there.
-        stop: polled between periods; True ends the scan (Ctrl-C).
-
-    Cost: at most ``2 * PERIOD_STEPS`` periods of 4 greedy patterns (6 with bidirectional
-    placement: both chain orders, and both placed from the turn outward,
-    :func:`place_outward`), each O(actions per microbatch x actions per device), and
-    :data:`TIMED` simulations; past ``deadline`` only the best estimate found so far is timed.
-    """
+def scan_patterns(inst: Instance, deadline: float | None = None,
+                  stop: Callable[[], bool] | None = None) -> list[Pattern]:
+    """The greedy patterns that fit the memory limit (module docstring), from
+    :func:`min_period` upward in steps of 1 % of it, up to :data:`MAX_PERIOD` times it and
+    :data:`EXTRA_PERIODS` periods past the first that fits; every variant at every period
+    (both chain orders, both directions interleaved or not, both placed from the turn
+    outward, :func:`place_outward`).  ``deadline`` (``time.perf_counter()``) and ``stop()``
+    end the scan early."""
     limit = memory_buffers(inst, ())[0]
     t0 = min_period(inst)
     variants: list[Callable[[int], Pattern | None]] = [
@@ -337,18 +330,51 @@ def modulo_schedule(inst: Instance, deadline: float | None = None,
                 found.append(pat)
         tried_after += bool(found)
         period += step
+    return found
+
+
+def time_pattern(inst: Instance, pattern: Pattern) -> Schedule:
+    """``pattern``'s device orders (:func:`pattern_orders`) timed by the simulator, method
+    ``"modulo"``, its ``extra`` the ``period`` and the scan's start ``min_period`` (time
+    units)."""
+    sch = simulate(inst, pattern_orders(inst, pattern), method="modulo")
+    sch.extra = {"period": inst.from_ticks(pattern.period),
+                 "min_period": inst.from_ticks(min_period(inst))}
+    return sch
+
+
+def modulo_schedule(inst: Instance, deadline: float | None = None,
+                    stop: Callable[[], bool] | None = None,
+                    found: list[Pattern] | None = None) -> Schedule | None:
+    """The best timed modulo schedule whose pattern fits the memory limit (module
+    docstring), method ``"modulo"``, its ``extra`` giving the pattern's ``period`` and the
+    scan's start ``min_period`` (time units); None when none is found.  It applies to every
+    instance: with an overlap cost the pattern runs every action alone (pairs are allowed,
+    never required: docs/spec.md §1).
+
+    Args:
+        deadline: a ``time.perf_counter()`` value; the period scan stops there.
+        stop: polled between periods; True ends the scan (Ctrl-C).
+        found: the patterns of :func:`scan_patterns` when already scanned (else it scans).
+
+    Cost: at most ``2 * PERIOD_STEPS`` periods of 4 greedy patterns (6 with bidirectional
+    placement: both chain orders, and both placed from the turn outward,
+    :func:`place_outward`), each O(actions per microbatch x actions per device), and
+    :data:`TIMED` simulations; past ``deadline`` only the best estimate found so far is timed.
+    """
+    if found is None:
+        found = scan_patterns(inst, deadline, stop)
     best: Schedule | None = None
     for k, pat in enumerate(sorted(found, key=lambda x: x.estimate(inst.m))[:TIMED]):
         if k and ((deadline is not None and time.perf_counter() >= deadline)
                   or (stop and stop())):
             break  # the best estimate is always timed
-        sch = simulate(inst, pattern_orders(inst, pat), method="modulo")
+        sch = time_pattern(inst, pat)
         if best is None or sch.makespan < best.makespan:
             best = sch
-            sch.extra = {"period": inst.from_ticks(pat.period),
-                         "min_period": inst.from_ticks(t0)}
     return best
 
 
 __all__ = ["Pattern", "device_work", "min_period", "modulo_schedule",
-           "pattern_orders", "pattern_peak", "place_outward", "place_pattern"]
+           "no_fused", "pattern_orders", "pattern_peak", "place_outward", "place_pattern",
+           "scan_patterns", "time_pattern"]

@@ -418,7 +418,7 @@ def _restricted_message(model: PipelineModel) -> str:
 
 
 def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
-                deadline: float | None, stop: TrackedStop
+                deadline: float | None, stop: TrackedStop, workers: int = 1,
                 ) -> tuple[str, Any, int, dict[str, Any] | None]:
     """The warm start: name, hint in the model's terms (with an overlap cost a
     :class:`PairSolution`), horizon (ticks), and ``Result.stats["modulo"]``.
@@ -429,7 +429,7 @@ def _warm_start(inst: Instance, candidates: Mapping[str, Schedule], lb: int,
     pattern = None
     if horizon > lb:
         t = time.perf_counter()
-        extra = modulo_candidate(inst, deadline, stop)
+        extra = modulo_candidate(inst, deadline, stop, workers, horizon)
         if extra is not None:
             if inst.ticks(extra.makespan) < horizon:  # then it wins if valid: check it alone
                 found = best_warm_start(inst, {"modulo": extra})
@@ -456,7 +456,7 @@ def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
     ``pair_relaxation``).  ``bounds``: :func:`_bounds`; with more than one search
     ``workers`` the relaxations run side by side (§36)."""
     lb, g, ht, pair_ht, ordered = bounds
-    warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop)
+    warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop, workers)
     lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop, pair_ht)
     lb, windows = pair_windows(inst, g, pair_ht, lb, horizon, deadline, stop)
     lb, relaxed = pair_relaxation(inst, g, pair_ht and (pair_ht[0], ordered), lb, horizon,

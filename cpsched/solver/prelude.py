@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -23,7 +24,7 @@ from cpsched.model import Schedule
 from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
 from cpsched.schedules.registry import validated
-from cpsched.solver import lns
+from cpsched.solver import lns, modulo_exact
 from cpsched.solver.mirror import dualpipe_family_model
 from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.relaxation import may_follow_search, relaxation_bound, relaxed_devices
@@ -59,6 +60,9 @@ WINDOW_SHARE_SMALL = 0.5
 #: bidirectional models the pattern beats the list scheduler and what the full model finds
 #: in 60 s, e.g. 257 against 285 on p4 m64 at limit 2, §27)
 MODULO_SHARE, MODULO_MIN_ACTIONS, MODULO_MIN_ACTIONS_LIMITED = 0.2, 1500, 0
+#: share of the time left that CP-SAT's shorter periods may take after the scan
+#: (docs/modelling.md §41)
+EXACT_SHARE = 0.08
 #: DualPipe's family (docs/modelling.md §40): the most actions it runs on, its share of the
 #: time left, and its CP-SAT deterministic units without a time limit (reproducible).  It
 #: found 6p - 0.5 on DualPipe's shape for p = 6-10 within 16 s and beat the defaults by one
@@ -156,19 +160,48 @@ def window_setup_seconds(inst: Instance) -> float:
     return MIN_WINDOW_SECONDS + WINDOW_SETUP_SECONDS_PER_ACTION * inst.n_actions
 
 
-def modulo_candidate(inst: Instance, deadline: float | None, stop: Any) -> Schedule | None:
+def modulo_candidate(inst: Instance, deadline: float | None, stop: Any, workers: int = 1,
+                     upper: int | None = None) -> Schedule | None:
     """The modulo schedule (:mod:`cpsched.schedules.modulo`) of a large model
     (:data:`MODULO_MIN_ACTIONS`) or of a memory-capped one of any size
     (:data:`MODULO_MIN_ACTIONS_LIMITED`), scanning periods for at most :data:`MODULO_SHARE`
-    of the time left; None otherwise.  Without a memory limit it matters where no registered
-    schedule fits the instance well.  ``stop.requested`` ends the scan (Ctrl-C)."""
+    of the time left; None when no pattern fits.  Without a memory limit it matters where no
+    registered schedule fits the instance well.
+
+    Then, when a pattern at the smallest period could be shorter than ``upper`` (ticks, the
+    best warm start; its estimate with the greedy's shortest span) and the pattern has at
+    most :data:`cpsched.solver.modulo_exact.MAX_PATTERN_ACTIONS` actions, CP-SAT is asked for
+    shorter periods than the greedy's (:func:`cpsched.solver.modulo_exact.descend`,
+    docs/modelling.md §41) for at most :data:`EXACT_SHARE` of the time left — with a deadline
+    at most one worker per core of ``workers``, without one a single worker within
+    deterministic limits.  ``stop.requested`` ends either (Ctrl-C).  The schedule's ``extra``
+    also gives ``exact_periods``, the periods CP-SAT was asked (0: it did not run)."""
     least = MODULO_MIN_ACTIONS if inst.memory_limit is None else MODULO_MIN_ACTIONS_LIMITED
     if inst.n_actions < least:
         return None
     until = None
     if deadline is not None:
         until = time.perf_counter() + MODULO_SHARE * (deadline - time.perf_counter())
-    return modulo.modulo_schedule(inst, until, lambda: stop.requested)
+    found = modulo.scan_patterns(inst, until, lambda: stop.requested)
+    best = modulo.modulo_schedule(inst, until, lambda: stop.requested, found)
+    if best is None:
+        return None
+    best.extra["exact_periods"] = 0
+    start = min(found, key=lambda pat: (pat.period, pat.span))
+    least_span = min(pat.span for pat in found)
+    reach = replace(start, period=modulo.min_period(inst), span=least_span).estimate(inst.m)
+    if (start.period <= modulo.min_period(inst) or (upper is not None and reach >= upper)
+            or len(start.offsets) > modulo_exact.MAX_PATTERN_ACTIONS):
+        return best
+    if deadline is not None:
+        until = time.perf_counter() + EXACT_SHARE * (deadline - time.perf_counter())
+    exact, stats = modulo_exact.descend(
+        inst, start, until, lambda: stop.requested,
+        1 if until is None else lns.window_workers(workers), stop.give)
+    if exact is not None and exact.makespan < best.makespan:
+        best = exact
+    best.extra["exact_periods"] = stats["periods"]
+    return best
 
 
 def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) -> bool:
@@ -349,7 +382,7 @@ def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] |
 __all__ = ["FAMILY_DETERMINISTIC_TIME", "FAMILY_MAX_ACTIONS", "FAMILY_SHARE", "METHODS",
            "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS", "PAIR_RELAX_DETERMINISTIC_TIME",
            "PAIR_RELAX_MAX_SECONDS",
-           "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE",
+           "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE", "EXACT_SHARE",
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
            "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL",
            "check_method", "family_applies", "family_candidate", "modulo_candidate",
