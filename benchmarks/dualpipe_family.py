@@ -4,8 +4,9 @@ mirror-symmetric schedules with DualPipe's pairs (docs/modelling.md §40).
 For each ``p``: the shipped ``p16-dualpipe-m32`` instance (F = I = W = 1, F&B pair 2.5) with
 ``p`` devices and ``2p`` microbatches; its combinatorial bound; DualPipe; ``solve`` with the
 defaults and the time limit (``--no-solve`` leaves it out); and
-:func:`cpsched.solver.mirror.dualpipe_family_model` hinted with DualPipe, solved for the same
-time with the same workers — its schedule validated, its bound over the family only.
+:func:`cpsched.solver.prelude.family_model` (the model ``solve`` tries, hinted with
+DualPipe), solved for the same time with the same workers — its schedule validated, its bound
+over the family only.
 
     python benchmarks/dualpipe_family.py                       # p = 6, 8, 10, 12; 60 s each
     python benchmarks/dualpipe_family.py --p 16 -t 300 --no-solve
@@ -23,9 +24,7 @@ from ortools.sat.python import cp_model
 from cpsched import load_instance, solve, validate
 from cpsched.schedules import run_schedule
 from cpsched.solver.facade import combinatorial_bound
-from cpsched.solver.mirror import dualpipe_family_model
-from cpsched.solver.overlap import pair_solution
-from cpsched.solver.warm_start import best_warm_start
+from cpsched.solver.prelude import family_model
 
 ROW = Path(__file__).resolve().parent.parent / "instances" / "scale" / "p16-dualpipe-m32.toml"
 
@@ -45,15 +44,13 @@ def row(p: int, seconds: float, workers: int, with_solve: bool) -> dict[str, obj
     """One table row for ``p`` devices and ``2p`` microbatches."""
     inst = load_instance(ROW, [f"pipeline.devices={p}", f"pipeline.microbatches={2 * p}"])
     dualpipe = run_schedule("dualpipe", inst)
-    out: dict[str, object] = {"p": p, "m": 2 * p,
-                              "bound": inst.from_ticks(combinatorial_bound(inst)),
+    lb = combinatorial_bound(inst)
+    out: dict[str, object] = {"p": p, "m": 2 * p, "bound": inst.from_ticks(lb),
                               "dualpipe": dualpipe.makespan}
     if with_solve:
         out["solve"] = solve(inst, time_limit=seconds, workers=workers).schedule.makespan
-    _, rows, horizon = best_warm_start(inst, {"dualpipe": dualpipe})
     t0 = time.perf_counter()
-    model = dualpipe_family_model(inst, pair_solution(inst, rows), horizon,
-                                  combinatorial_bound(inst))
+    model = family_model(inst, dualpipe, lb)  # as solve builds it (§40)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = workers
     solver.parameters.max_time_in_seconds = max(0.1, seconds - (time.perf_counter() - t0))

@@ -27,6 +27,7 @@ from cpsched.schedules.registry import validated
 from cpsched.solver import lns, modulo_exact
 from cpsched.solver.mirror import dualpipe_family_model
 from cpsched.solver.overlap import PairSolution, pair_solution
+from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.relaxation import may_follow_search, relaxation_bound, relaxed_devices
 from cpsched.solver.search_run import seconds_left
 from cpsched.solver.warm_start import best_warm_start
@@ -188,10 +189,11 @@ def modulo_candidate(inst: Instance, deadline: float | None, stop: Any, workers:
         return None
     best.extra["exact_periods"] = 0
     start = min(found, key=lambda pat: (pat.period, pat.span))
-    least_span = min(pat.span for pat in found)
-    reach = replace(start, period=modulo.min_period(inst), span=least_span).estimate(inst.m)
-    if (start.period <= modulo.min_period(inst) or (upper is not None and reach >= upper)
-            or len(start.offsets) > modulo_exact.MAX_PATTERN_ACTIONS):
+    reach = replace(start, period=modulo.min_period(inst),
+                    span=min(pat.span for pat in found)).estimate(inst.m)
+    # descend itself asks nothing when the greedy is already at the smallest period
+    if (upper is not None and reach >= upper) or (
+            len(start.offsets) > modulo_exact.MAX_PATTERN_ACTIONS):
         return best
     if deadline is not None:
         until = time.perf_counter() + EXACT_SHARE * (deadline - time.perf_counter())
@@ -214,6 +216,14 @@ def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) 
             and inst.ticks(dualpipe.makespan) > lb and not validated(dualpipe, inst))
 
 
+def family_model(inst: Instance, dualpipe: Schedule, lb: int) -> PipelineModel:
+    """DualPipe's family model (:func:`cpsched.solver.mirror.dualpipe_family_model`) hinted
+    with ``dualpipe`` (a valid DualPipe schedule) as the warm start turns it into the model's
+    terms, its horizon that schedule's makespan, makespan at least ``lb`` (ticks)."""
+    _, rows, horizon = best_warm_start(inst, {"dualpipe": dualpipe})
+    return dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb)
+
+
 def family_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float | None,
                      stop: Any, workers: int) -> tuple[Schedule | None, dict[str, Any]]:
     """The schedule of DualPipe's family (:func:`cpsched.solver.mirror.dualpipe_family_model`,
@@ -231,8 +241,7 @@ def family_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float
         solver.parameters.max_deterministic_time = FAMILY_DETERMINISTIC_TIME
     else:
         solver.parameters.max_time_in_seconds = seconds
-    _, rows, horizon = best_warm_start(inst, {"dualpipe": dualpipe})
-    model = dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb)
+    model = family_model(inst, dualpipe, lb)
     stop.give(solver)
     found = None
     if solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -385,6 +394,6 @@ __all__ = ["FAMILY_DETERMINISTIC_TIME", "FAMILY_MAX_ACTIONS", "FAMILY_SHARE", "M
            "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE", "EXACT_SHARE",
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
            "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL",
-           "check_method", "family_applies", "family_candidate", "modulo_candidate",
+           "check_method", "family_applies", "family_candidate", "family_model", "modulo_candidate",
            "pair_relaxation", "pair_windows", "search_and_family", "search_applies",
            "search_share", "tent", "window_search", "window_setup_seconds", "window_stats"]
