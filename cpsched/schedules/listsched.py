@@ -30,15 +30,15 @@ strict reservation; None: the banker's rule alone).
 **Portfolio** (default in memory-aware mode): the requested rule, then a few ``ilv`` runs
 (:func:`_ilv_configs`), then ``dfs``, ``bfs`` and ``due`` with several periods, slacks and
 windows, then ``restarts`` runs of the best three of those with seeded random offsets on their
-keys, then twelve runs (each once per pairing mode) with a loose admission slack
-(:data:`_LOOSE`: 4, 8, 5 or 6 largest stage activations; a device then fills its limit while it
-waits for its first backward, which pays where memory sets the pace — p16 v2 m64 limit 24:
-2515 -> 2380; V-Min's profiled p16 m128: 1080 -> 947 -> 935); the smallest makespan wins (ties:
-the earlier run), so the ``ilv`` runs and the loose ones can only improve on the rest. It stops
-when a run reaches the lower bound, and spends at most ``budget`` action starts on the
-configurations and restarts (the two ``ilv`` runs and the loose ones come on top, as many as
-the budget has runs): when they do not all fit, an evenly spread subset of the configurations
-runs and a quarter of the budget goes to restarts (deterministic for a given ``seed``).
+keys, then :func:`_loose`: for ``due0.4``, ``dfs`` and ``ilv`` a search over a loose admission
+slack (:mod:`~cpsched.schedules.listsched_slack`, 4-25 largest stage activations: a device
+fills its limit while it waits for its first backward; where memory sets the pace these are the
+best runs — limit 24 2515 -> 2380, random p32 loop v4 m128 2902.79 -> 2778.01, docs/modelling.md
+§37, §42). The smallest makespan wins (ties: the earlier run). It stops when a run reaches the
+lower bound, and spends at most ``budget`` action starts on the configurations and restarts (the
+``ilv`` runs come on top, as many as the budget has runs, and the loose ones within
+:data:`LOOSE_BUDGET` times the budget): when they do not all fit, an evenly spread subset of the
+configurations runs and a quarter of the budget goes to restarts (deterministic for ``seed``).
 
 **Without a memory limit** a device holding several stages (``v > 1``) gets a short portfolio
 by default: the requested rule, then ``ilv`` under :func:`interleaved_cap` (interleaved 1F1B's
@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cpsched.actions import Action, DeviceOrders, Kind, Overlap, Step
@@ -92,6 +92,7 @@ from cpsched.schedules.listsched_rules import (
     task_keys,
     w_last,
 )
+from cpsched.schedules.listsched_slack import LOOSE_RULES, slack_search
 from cpsched.schedules.registry import deadline, register
 
 _EPS = 1e-9
@@ -102,20 +103,13 @@ _DUE_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 1.0)
 _PORTFOLIO_RULES: tuple[str, ...] = ("dfs", "bfs", *(f"due{x}" for x in _DUE_FRACTIONS))
 #: Admission slacks tried by the portfolio, in units of the largest stage activation.
 _SLACKS: tuple[float | None, ...] = (0.0, 1.0, 2.0, None)
-#: Runs after the portfolio and its restarts: (rule, slack in units of the largest stage
-#: activation), no window, ``W`` lazy (module docstring); ``dfs`` never won there.  Measured:
-#: p16 v2 m64 limit 24 2515 -> 2380, V-Min profiled p16 m128 1080 -> 947, p32 v4 m64 limit 8
-#: 1959 -> 1808, V-Half profiled p32 m128 959 -> 899; the rest of the shipped set unchanged.
-#: The makespan is U-shaped in the slack (too tight: memory idles; too loose: microbatches
-#: crowd the devices and hold memory longer), lowest at 5-6 on memory-paced V instances, so
-#: 5 and 6 follow (cut first when the budget is short): V-Min profiled 947 -> 935, random
-#: p16 V m128 at half of 1F1B's memory 1780 -> 1721 (docs/modelling.md §37).
-_LOOSE: tuple[tuple[str, float], ...] = tuple((r, k) for k in (4.0, 8.0, 5.0, 6.0)
-                                              for r in ("ilv", "due0.2", "due0.4"))
 #: Windows tried by the portfolio: ``round(a * p + b * (p - 1 - d))`` for device d.
 _WINDOWS: tuple[tuple[float, float] | None, ...] = (None, (1.0, 1.0), (2.0, 2.0))
 #: Portfolio budget in action starts (~12 runs at p=32 v=2 m=256); run_all's deadline too.
 BUDGET = 600_000
+#: The loose runs' own budget, in multiples of ``budget``: the whole slack search (33 runs)
+#: up to 54 000 actions (docs/modelling.md §42).
+LOOSE_BUDGET = 3
 
 
 @dataclass
@@ -381,17 +375,32 @@ def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
         if res.makespan < best.makespan:
             best = res
             best.config += f" jitter(seed={seed}, run {k})"
-    amax = max(inst.activation)
-    loose_runs = [(rule, None, k * amax, "lazy", None, pm) for rule, k in _LOOSE
-                  for pm in modes]
-    loose = (loose_runs if runs_left is None else loose_runs[:runs_left]
-             ) if full and memory else []
-    for cfg in loose:
-        if done():
-            break
-        res = _run_config(pb, cfg, memory)
-        if res.makespan < best.makespan:
-            best = res
+    if full and memory:
+        best = _loose(pb, best, modes, done,
+                      None if budget is None else LOOSE_BUDGET * budget // max(1, n))
+    return best
+
+
+def _loose(pb: Problem, best: _Run, modes: Sequence[str | None], done: Callable[[], bool],
+           runs: int | None) -> _Run:
+    """The best of ``best`` and the loose-admission runs: per rule of
+    :data:`~cpsched.schedules.listsched_slack.LOOSE_RULES` and pairing mode, no window, ``W``
+    lazy, the slack searched by :func:`~cpsched.schedules.listsched_slack.slack_search`; at
+    most ``runs`` runs (None: no limit)."""
+    amax = max(pb.inst.activation)
+    for rule in LOOSE_RULES:
+        for pm in modes:
+            def run(k: int, rule: str = rule, pm: str | None = pm) -> int | None:
+                nonlocal best, runs
+                if done() or runs == 0:
+                    return None
+                runs = None if runs is None else runs - 1
+                res = _run_config(pb, (rule, None, k * amax, "lazy", None, pm), True)
+                if res.makespan < best.makespan:
+                    best = res
+                return res.makespan
+
+            slack_search(run)
     return best
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from cpsched.graph import lower_bound
 from cpsched.instance import Instance
 from cpsched.model import Kind
-from cpsched.schedules import get_schedule, run_schedule
+from cpsched.schedules import get_schedule, listsched_slack, run_schedule
 from cpsched.schedules.listsched import (
     Problem,
     interleaved_cap,
@@ -235,27 +235,42 @@ def test_unlimited_portfolio_valid_and_no_worse_than_dfs(data: st.DataObject, p:
     assert res.makespan <= pipeline_list_schedule(inst, portfolio=False).makespan
 
 
-def test_loose_admission_runs_close_the_portfolio() -> None:
-    """After the portfolio and its restarts, runs with a loose admission slack (4 and 8
-    times the largest stage activation, listsched._LOOSE): V placement p6 m24 F=I=W=1,
+def test_loose_admission_runs_close_the_portfolio(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the portfolio and its restarts, runs with a loose admission slack searched per rule
+    (listsched_slack.slack_search, docs/modelling.md §42): V placement p6 m24 F=I=W=1,
     activation 0.5, limit 4 goes from 157 (the portfolio alone) to 155; the result is never
-    longer than any of those runs, and it fits the limit."""
+    longer than any of the runs the search made, and it fits the limit."""
     from cpsched.schedules import listsched
 
+    made: list[dict[int, int]] = []
+
+    def recording(makespan):  # type: ignore[no-untyped-def]
+        made.append(listsched_slack.slack_search(makespan))
+        return made[-1]
+
+    monkeypatch.setattr(listsched, "slack_search", recording)
     inst = make(6, 24, 2, F=1, I=1, W=1, placement="v", limit=4, activation=0.5)
     res = pipeline_list_schedule(inst)
     assert inst.from_ticks(res.makespan) == 155
-    pb = Problem(inst)
-    for rule, k in listsched._LOOSE:
-        run = listsched.run_rule(pb, rule, None, True, k * 0.5)
-        assert res.makespan <= run.makespan
+    assert len(made) == len(listsched_slack.LOOSE_RULES)  # one search per rule, no pairs
+    assert all(made) and res.makespan <= min(min(d.values()) for d in made)
     sched = simulate(inst, res.orders)
     assert validate(sched) == [] and sched.makespan == 155
 
 
-def test_portfolio_without_loose_runs_is_longer_there(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kw,without,with_loose", [
+    # V p6 m24 (above); loop p4 v4 m16 F=I=W=1 at limit 2.8: 332 -> 303, dfs at 3 activations
+    # of slack, below the fixed slacks 4-8 of sessions 8-33 (which gave 332: due1.0)
+    (dict(p=6, m=24, v=2, placement="v", limit=4), 157, 155),
+    (dict(p=4, m=16, v=4, limit=2.8), 332, 303),
+])
+def test_portfolio_without_loose_runs_is_longer_there(monkeypatch: pytest.MonkeyPatch, kw: dict,
+                                                      without: int, with_loose: int) -> None:
     from cpsched.schedules import listsched
 
-    monkeypatch.setattr(listsched, "_LOOSE", ())
-    inst = make(6, 24, 2, F=1, I=1, W=1, placement="v", limit=4, activation=0.5)
-    assert inst.from_ticks(pipeline_list_schedule(inst).makespan) == 157
+    inst = make(F=1, I=1, W=1, activation=0.5, **kw)
+    res = pipeline_list_schedule(inst)
+    assert inst.from_ticks(res.makespan) == with_loose
+    assert validate(simulate(inst, res.orders)) == []
+    monkeypatch.setattr(listsched, "LOOSE_RULES", ())
+    assert inst.from_ticks(pipeline_list_schedule(inst).makespan) == without
