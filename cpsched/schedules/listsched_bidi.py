@@ -177,7 +177,8 @@ def bidi_portfolio(pb: BidiProblem, first: str = "dfs", restarts: int = 12, seed
                    budget: int | None = None) -> tuple[DispatchResult, str]:
     """The best run (smallest makespan; ties: the earlier run) of the portfolio: every rule
     (``first`` first), entry window, overbooking and ``W`` policy, then ``restarts`` runs of
-    the best three with seeded random offsets on their keys; at most ``budget`` action starts
+    the best three with seeded random offsets on their keys, then those three with one step
+    less and more overbooking (:func:`_neighbours`); at most ``budget`` action starts
     (an evenly spread subset of the configurations when they do not all fit) and the
     registry's deadline.  Returns the dispatch result and its configuration's name.
 
@@ -219,6 +220,32 @@ def bidi_portfolio(pb: BidiProblem, first: str = "dfs", restarts: int = 12, seed
         res = run_bidi(pb, cfg, [rng.random() * noise for _ in range(n)])
         if res is not None and res.makespan < best[0].makespan:
             best = res, f"{_name(cfg)} jitter(seed={seed}, run {k})"
+    return _neighbours(pb, top, best, stop)
+
+
+def _neighbours(pb: BidiProblem, top: list[Config], best: tuple[DispatchResult, str],
+                stop: float | None) -> tuple[DispatchResult, str]:
+    """The best of ``best`` and the runs of each ``top`` configuration with one largest stage
+    activation less and more overbooking (the odd steps between :data:`_OVERBOOK`'s; under a
+    memory limit only, after the restarts, so the runs before are unchanged): p12
+    bidirectional m48 fused at V-Half's memory 370.84 -> 361.98, p16-dualpipe-m64-lim10
+    217.144 -> 214.67 (docs/modelling.md §42)."""
+    if pb.inst.memory_limit is None:
+        return best
+    amax = max(pb.inst.activation)
+    seen = set(top)
+    for rule, window, book, wp, pm in top:
+        for b in (book - amax, book + amax):
+            cfg = (rule, window, b, wp, pm)
+            if b < -_EPS or cfg in seen:
+                continue
+            seen.add(cfg)
+            if best[0].makespan <= pb.bound or (stop is not None
+                                                and time.perf_counter() >= stop):
+                return best
+            res = run_bidi(pb, cfg)
+            if res is not None and res.makespan < best[0].makespan:
+                best = res, _name(cfg)
     return best
 
 

@@ -113,3 +113,23 @@ def test_errors() -> None:
                                         "costs": {"forward": 1, "backward": 2}}))
     with pytest.raises(ValueError, match="tie_break = 'nope'"):
         bidi_list_schedule(make(2, 2), "nope")
+
+
+@pytest.mark.parametrize("p,m,with_steps,without", [(8, 8, 47, 50), (8, 24, 117, 134)])
+def test_odd_overbooking_steps_after_the_restarts(monkeypatch: pytest.MonkeyPatch, p: int,
+                                                 m: int, with_steps: int,
+                                                 without: int) -> None:
+    """The best three configurations with one activation less and more overbooking
+    (listsched_bidi._neighbours, docs/modelling.md §42): F = I = W = 1, activation 0.5, limit
+    1.5 — 47 against 50 at m = 8, 117 against 134 at m = 24; valid, within the limit."""
+    from cpsched.schedules import listsched_bidi
+
+    inst = make(p, m, activation=0.5, limit=1.5)
+    res = pipeline_list_schedule(inst)
+    sched = run_schedule("list", inst)
+    assert inst.from_ticks(res.makespan) == sched.makespan == with_steps
+    book = float(res.config.split("overbook=")[1].split()[0])
+    assert round(book / 0.5) % 2 == 1  # an odd step, between _OVERBOOK's
+    assert validate(sched) == [] and max(sched.peak_memory) <= 1.5
+    monkeypatch.setattr(listsched_bidi, "_neighbours", lambda pb, top, best, stop: best)
+    assert inst.from_ticks(pipeline_list_schedule(inst).makespan) == without
