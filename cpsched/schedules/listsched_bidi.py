@@ -199,8 +199,7 @@ def bidi_portfolio(pb: BidiProblem, first: str = "dfs", restarts: int = 12, seed
     tried: list[tuple[int, int, Config]] = []
     best: tuple[DispatchResult, str] | None = None
     for k, cfg in enumerate(configs):
-        if best is not None and (best[0].makespan <= pb.bound
-                                 or (stop is not None and time.perf_counter() >= stop)):
+        if best is not None and _finished(pb, best, stop):
             return best
         res = run_bidi(pb, cfg)
         if res is None:
@@ -214,13 +213,18 @@ def bidi_portfolio(pb: BidiProblem, first: str = "dfs", restarts: int = 12, seed
     rng = random.Random(seed)
     noise = 4.0 * max(1.0, sum(pb.dur[Kind.F]) / len(pb.dur[Kind.F]))
     for k in range(restarts):
-        if best[0].makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop):
+        if _finished(pb, best, stop):
             break
         cfg = top[k % len(top)]
         res = run_bidi(pb, cfg, [rng.random() * noise for _ in range(n)])
         if res is not None and res.makespan < best[0].makespan:
             best = res, f"{_name(cfg)} jitter(seed={seed}, run {k})"
     return _neighbours(pb, top, best, stop)
+
+
+def _finished(pb: BidiProblem, best: tuple[DispatchResult, str], stop: float | None) -> bool:
+    """Whether the portfolio stops: ``best`` is at the lower bound, or the deadline passed."""
+    return best[0].makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop)
 
 
 def _neighbours(pb: BidiProblem, top: list[Config], best: tuple[DispatchResult, str],
@@ -240,8 +244,7 @@ def _neighbours(pb: BidiProblem, top: list[Config], best: tuple[DispatchResult, 
             if b < -_EPS or cfg in seen:
                 continue
             seen.add(cfg)
-            if best[0].makespan <= pb.bound or (stop is not None
-                                                and time.perf_counter() >= stop):
+            if _finished(pb, best, stop):
                 return best
             res = run_bidi(pb, cfg)
             if res is not None and res.makespan < best[0].makespan:
