@@ -63,6 +63,12 @@ SPREAD_DEVICES = 9
 #: The LP refutes a makespan only when it fits fewer than ``m - SLACK`` anchors (its
 #: tolerances are far smaller; the count of anchors is an integer).
 SLACK = 0.01
+#: After the fine pass, grids of these multiples of its cell width, each from the bound so
+#: far (a first question it does not refute costs one LP): an anchor holds the tents'
+#: intersection over its cell, so where the cells' edges fall moves the bound by more than
+#: a cell's width, not monotonically (p32-loop-v4-m64-lim8-profiled: 1397.8-1409.6 over
+#: widths of 1.5-1.8 units; docs/modelling.md §43).
+EXTRA_GRIDS = (0.9, 0.95, 1.05, 1.1)
 
 
 @dataclass(frozen=True)
@@ -274,19 +280,28 @@ def tent_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper:
                                         stopped)
         if not complete:
             break
+    fine = cell
+    for width in dict.fromkeys(max(1, round(fine * f)) for f in EXTRA_GRIDS):
+        if not complete or bound >= upper or width == fine:
+            continue
+        found, _, complete = _bisect(inst, families, devices, bound, upper, max_cells, end,
+                                     stopped, width)
+        if found > bound:
+            bound, cell = found, width
     return TentBound(bound, tuple(devices), cell, complete, time.perf_counter() - t0)
 
 
 def _bisect(inst: Instance, families: list[_Family], devices: list[int], lower: int,
-            upper: int, max_cells: int, end: float | None, stopped: Callable[[], bool]
-            ) -> tuple[int, int, bool]:
-    """One LP over at most ``max_cells`` cells, bisected from ``lower`` (module docstring):
-    the bound (ticks), the cell width and whether the bisection ended."""
+            upper: int, max_cells: int, end: float | None, stopped: Callable[[], bool],
+            width: int | None = None) -> tuple[int, int, bool]:
+    """One LP over at most ``max_cells`` cells (or cells of ``width`` ticks), bisected from
+    ``lower`` (module docstring): the bound (ticks), the cell width and whether the
+    bisection ended."""
     # a family's anchors of a schedule <= upper start in [head, upper - dur - tail]
     lo = min(f.head for f in families)
     hi = max(upper - f.dur - f.tail for f in families)
     rows = [[f.tents.get(d, []) for f in families] for d in devices]
-    cell = _cell_width(hi - lo + 1, rows, max_cells)
+    cell = _cell_width(hi - lo + 1, rows, max_cells) if width is None else width
     n_cells = max(1, math.ceil((hi - lo + 1) / cell))
     assert inst.memory_limit is not None
     # anchors run one at a time (a zero-length one takes no time: any number per cell)

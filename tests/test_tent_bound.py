@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+import cpsched.tent_bound as tent_module
 from cpsched.cli import app
 from cpsched.instance import Instance
 from cpsched.model import Status
@@ -51,22 +52,28 @@ def test_applies() -> None:
     assert tent_bound(inst, g, ht, lb, lb + 100).bound == lb
 
 
-@pytest.mark.parametrize(("shape", "upper", "combinatorial", "tent"), [
+@pytest.mark.parametrize(("shape", "upper", "combinatorial", "fine", "tent"), [
     # p = 4, v = 4, m = 8, limit 1 (a quarter of 1F1B's memory): the optimum 192.57 is
     # proven (docs/modelling.md §21, 430 s); the one-device relaxation gives 182.896; the
     # combinatorial bound is the critical path with the implied orders (§30; 172.561 without)
-    ((4, 4, 8, 1), 192.57, 178.346, 182.581),
+    ((4, 4, 8, 1), 192.57, 178.346, 182.581, 182.756),
     # p = 8, v = 4, m = 16, limit 2: best known 383.794, one-device relaxation 339.199
-    ((8, 4, 16, 2), 383.794, 338.318, 356.184),
+    ((8, 4, 16, 2), 383.794, 338.318, 356.184, 357.096),
 ])
 def test_starved_loop_instances(shape: tuple[int, int, int, float], upper: float,
-                                combinatorial: float, tent: float) -> None:
+                                combinatorial: float, fine: float, tent: float) -> None:
+    """``fine``: the fine pass alone; ``tent``: with the other grids (``EXTRA_GRIDS``)."""
     inst = _profiled(*shape)
     lb, g, ht, _, _ = facade._bounds(inst)  # noqa: SLF001
     assert inst.from_ticks(lb) == pytest.approx(combinatorial)
+    with patch.object(tent_module, "EXTRA_GRIDS", ()):
+        alone = tent_bound(inst, g, ht, lb, inst.ticks(upper))
     r = tent_bound(inst, g, ht, lb, inst.ticks(upper))
-    assert r.complete and r.devices[0] == 0
-    assert inst.from_ticks(r.bound) == pytest.approx(tent)  # the LPs are deterministic
+    assert alone.complete and r.complete and r.devices[0] == 0
+    # the LPs are deterministic
+    assert inst.from_ticks(alone.bound) == pytest.approx(fine)
+    assert inst.from_ticks(r.bound) == pytest.approx(tent)
+    assert r.cell != alone.cell  # another grid gave it
 
 
 def test_bidirectional_with_two_families() -> None:
