@@ -27,11 +27,12 @@ never deadlocks and never exceeds the limit.  A microbatch is also admitted only
 will need there fits next to what admitted ones hold or still need, plus ``slack`` (0: a
 strict reservation; None: the banker's rule alone).
 
-**Portfolio** (default in memory-aware mode): the requested rule, then a few ``ilv`` runs
-(:func:`_ilv_configs`), then ``dfs``, ``bfs`` and ``due`` with several periods, slacks and
-windows, then ``restarts`` runs of the best three of those with seeded random offsets on their
-keys, then :func:`_loose`: for ``due0.4``, ``dfs`` and ``ilv`` a search over a loose admission
-slack (:mod:`~cpsched.schedules.listsched_slack`, 4-25 largest stage activations: a device
+**Portfolio** (default in memory-aware mode; the runs are listed by
+:mod:`~cpsched.schedules.listsched_configs`): the requested rule, then a few ``ilv`` runs,
+then ``dfs``, ``bfs`` and ``due`` with several periods, slacks and windows, then ``restarts``
+runs of the best three of those with seeded random offsets on their keys, then
+:func:`_loose`: for ``due0.4``, ``dfs`` and ``ilv`` a search over a loose admission slack
+(:mod:`~cpsched.schedules.listsched_slack`, 4-25 largest stage activations: a device
 fills its limit while it waits for its first backward; where memory sets the pace these are the
 best runs — limit 24 2515 -> 2380, random p32 loop v4 m128 2902.79 -> 2778.01, docs/modelling.md
 §37, §42). The smallest makespan wins (ties: the earlier run). It stops when a run reaches the
@@ -73,6 +74,7 @@ from cpsched.actions import Action, DeviceOrders, Kind, Overlap, Step
 from cpsched.engine import DispatchResult, dispatch, paused_gc
 from cpsched.instance import Instance
 from cpsched.schedules.listsched_bidi import bidi_list_schedule
+from cpsched.schedules.listsched_configs import Config, ilv_configs, portfolio_configs, spread
 from cpsched.schedules.listsched_pairs import Pairing, pair_modes
 from cpsched.schedules.listsched_rules import (
     PRIORITY_RULES,
@@ -97,14 +99,6 @@ from cpsched.schedules.registry import deadline, register
 
 _EPS = 1e-9
 
-#: ``due`` periods tried by the portfolio, as fractions of a device's work per microbatch.
-_DUE_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 1.0)
-#: Rules of the memory-aware portfolio, in order.
-_PORTFOLIO_RULES: tuple[str, ...] = ("dfs", "bfs", *(f"due{x}" for x in _DUE_FRACTIONS))
-#: Admission slacks tried by the portfolio, in units of the largest stage activation.
-_SLACKS: tuple[float | None, ...] = (0.0, 1.0, 2.0, None)
-#: Windows tried by the portfolio: ``round(a * p + b * (p - 1 - d))`` for device d.
-_WINDOWS: tuple[tuple[float, float] | None, ...] = (None, (1.0, 1.0), (2.0, 2.0))
 #: Portfolio budget in action starts (~12 runs at p=32 v=2 m=256); run_all's deadline too.
 BUDGET = 600_000
 #: The loose runs' own budget, in multiples of ``budget``: the whole slack search (33 runs)
@@ -273,54 +267,6 @@ def _result(pb: Problem, run: _Run) -> ListResult:
 
 
 # ----------------------------------------------------------------------------- portfolio
-def _window_of(inst: Instance, spec: tuple[float, float] | None) -> tuple[int, ...] | None:
-    if spec is None:
-        return None
-    a, b = spec
-    return tuple(max(1, int(round(a * inst.p + b * (inst.p - 1 - d)))) for d in range(inst.p))
-
-
-#: One portfolio run: (rule, window, slack, W policy, cap, pairs); ``cap`` (memory units) is
-#: the admission target of a run without a memory limit (None: the instance's limit, if any);
-#: ``pairs`` the :class:`~cpsched.schedules.listsched_pairs.Pairing` mode (None: no pairs).
-Config = tuple[str, tuple[int, ...] | None, float | None, str, float | None, str | None]
-
-
-def _ilv_configs(pb: Problem, memory: bool) -> list[Config]:
-    """The :func:`ilv` runs that open the portfolio, all without a window and with ``W`` lazy
-    (neither a window nor eager ``W`` ever helped ``ilv`` on the shipped instances).
-
-    With a memory limit: the strict reservation (slack 0), then the banker's rule alone.
-    Without one: the banker's rule under :func:`interleaved_cap` (interleaved 1F1B's own peak
-    as the target), then no memory test at all.
-    """
-    modes = pair_modes(pb.inst)
-    if not memory:
-        return [("ilv", None, None, "lazy", c, pm) for c in (interleaved_cap(pb), None)
-                for pm in modes]
-    return [("ilv", None, sl, "lazy", None, pm) for sl in (0.0, None) for pm in modes]
-
-
-def _configs(inst: Instance, memory: bool) -> list[Config]:
-    """The portfolio's other (rule, window, slack, W policy, cap) runs, in order."""
-    amax = max(inst.activation)
-    rules = list(_PORTFOLIO_RULES)
-    windows = [_window_of(inst, w) for w in _WINDOWS]
-    if not memory:
-        windows.append(default_window(inst))
-    slacks = [None if x is None else x * amax for x in _SLACKS] if memory else [None]
-    w_policies = ("lazy", "eager") if inst.split_backward else ("lazy",)
-    return [(r, w, sl, wp, None, None) for r in rules for w in windows for sl in slacks
-            for wp in w_policies if wp == "lazy" or w is None]
-
-
-def _spread(items: list[Config], k: int) -> list[Config]:
-    """``k`` of ``items`` evenly spread (all of them when ``k >= len(items)``)."""
-    if k >= len(items):
-        return items
-    return [items[(j * len(items)) // k] for j in range(k)]
-
-
 def _run_config(pb: Problem, cfg: Config, memory: bool,
                 jitter: Sequence[float] | None = None) -> _Run:
     rule, w, sl, wp, cap, pm = cfg
@@ -330,25 +276,27 @@ def _run_config(pb: Problem, cfg: Config, memory: bool,
 def _portfolio(pb: Problem, best: _Run, memory: bool, restarts: int, seed: int,
                budget: int | None, full: bool = True) -> _Run:
     """The best of the portfolio runs (see the module docstring), starting from ``best``:
-    the :func:`ilv` runs (:func:`_ilv_configs`), then (``full``) the other configurations
-    within ``budget`` and the restarts of their best three."""
+    the :func:`ilv` runs (:func:`~cpsched.schedules.listsched_configs.ilv_configs`), then
+    (``full``) the other configurations
+    (:func:`~cpsched.schedules.listsched_configs.portfolio_configs`) within ``budget`` and
+    the restarts of their best three."""
     inst = pb.inst
     n = len(pb.table.duration)
     runs_left = None if budget is None else max(0, budget // max(1, n) - 1)
-    configs = _configs(inst, memory) if full else []
+    configs = portfolio_configs(inst, memory) if full else []
     modes = pair_modes(inst)  # each configuration runs once per pairing mode
     restarts = restarts if full else 0
     if runs_left is not None and runs_left < len(configs) * len(modes) + restarts:
         # a quarter of what is left goes to restarts (they find the last few per cent)
         restarts = min(restarts, runs_left // 4)
-        configs = _spread(configs, (runs_left - restarts) // len(modes))
+        configs = spread(configs, (runs_left - restarts) // len(modes))
     configs = [(*cfg[:5], pm) for cfg in configs for pm in modes]
     stop = deadline()
 
     def done() -> bool:
         return best.makespan <= pb.bound or (stop is not None and time.perf_counter() >= stop)
 
-    ilv_runs = _ilv_configs(pb, memory)
+    ilv_runs = ilv_configs(pb, memory)
     for cfg in ilv_runs if runs_left is None else ilv_runs[:runs_left]:
         if done():
             return best

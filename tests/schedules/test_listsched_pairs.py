@@ -9,7 +9,7 @@ from conftest import make
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cpsched.schedules import listsched, listsched_bidi
+from cpsched.schedules import listsched, listsched_bidi, listsched_configs
 from cpsched.schedules.listsched import Problem, pipeline_list_schedule
 from cpsched.schedules.listsched_pairs import Pairing, pair_modes
 from cpsched.simulate import simulate
@@ -18,7 +18,7 @@ from cpsched.validate import validate
 
 def _pair_free(monkeypatch: pytest.MonkeyPatch) -> None:
     """The portfolios without their pair runs (as before pairs were formed)."""
-    for mod in (listsched, listsched_bidi):
+    for mod in (listsched, listsched_bidi, listsched_configs):
         monkeypatch.setattr(mod, "pair_modes", lambda inst: (None,))
 
 
@@ -49,7 +49,7 @@ def test_small_saving_pairs_add_up(monkeypatch: pytest.MonkeyPatch) -> None:
     inst = make(p=4, v=2, m=16, F=[1] * 7 + [1.4], I=1, W=[0.65] * 7 + [1.1], overlap=2.6)
     sched = simulate(inst, pipeline_list_schedule(inst).orders)
     assert validate(sched) == [] and sched.makespan == 90.5 and _pairs(sched) == 31
-    for mod in (listsched, listsched_bidi):
+    for mod in (listsched, listsched_bidi, listsched_configs):
         monkeypatch.setattr(mod, "pair_modes", lambda inst: (None, "forward:0.1"))
     assert simulate(inst, pipeline_list_schedule(inst).orders).makespan == 99.15
 
