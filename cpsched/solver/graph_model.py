@@ -20,6 +20,7 @@ from cpsched.core import ResourceGraph, Task, check_starts, list_schedule
 from cpsched.instance import Instance
 from cpsched.model import Status
 from cpsched.solver.constraints import CORE_FAMILIES, Family
+from cpsched.solver.cpsat import solve_model
 from cpsched.solver.timing import FixedTiming, Timing
 
 #: ``timing(model, rg, horizon) -> Timing``: how task times are represented.
@@ -125,7 +126,7 @@ def solve_graph(rg: ResourceGraph, *, hint: Mapping[Task, int] | None = None,
     solver.parameters.random_seed = seed
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = time_limit
-    code = solver.solve(m.model)
+    code = solve_model(solver, m.model)
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         ms = int(round(solver.objective_value))
         bound = max(lb, int(math.ceil(solver.best_objective_bound - 1e-9)))

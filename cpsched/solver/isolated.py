@@ -24,6 +24,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from cpsched.solver.cpsat import solve_model
+
 
 @dataclass
 class Outcome:
@@ -89,7 +91,7 @@ def _child(model: cp_model.CpModel, params: Any, conn: Connection,
                        list(self.response_proto.solution)))
 
     solver.best_bound_callback = lambda b: conn.send(("bound", b))
-    code = solver.solve(model, Stream())
+    code = solve_model(solver, model, Stream())
     resp = solver.response_proto
     conn.send(("done", int(code), solver.status_name(code), resp.objective_value,
                resp.best_objective_bound, list(resp.solution) or None,

@@ -54,6 +54,7 @@ from ortools.sat.python import cp_model
 
 from cpsched.actions import Action
 from cpsched.instance import Instance
+from cpsched.solver.cpsat import solve_model
 from cpsched.solver.lns_state import Incumbent, Problem, Unit, unit_orders
 from cpsched.solver.lns_window import WindowModel, window_model
 from cpsched.solver.overlap import PairSolution
@@ -264,7 +265,7 @@ class _Search:
             self.on_solver(solver)
         if self.stop is not None and self.stop():
             return None
-        code = solver.solve(wm.model)
+        code = solve_model(solver, wm.model)
         self.used += solver.deterministic_time
         cand = _candidate(self.pb, self.inc, solver, code, wm, window, plateau)
         inc = self.inc

@@ -51,6 +51,7 @@ from cpsched.schedules.modulo import (
     representatives,
     time_pattern,
 )
+from cpsched.solver.cpsat import solve_model
 
 #: the most actions a pattern may have for :func:`descend` to be worth its time: with 48
 #: (p = 12, one microbatch of each direction or one V) CP-SAT found shorter periods within a
@@ -125,7 +126,7 @@ def exact_pattern(inst: Instance, period: int, hint: Pattern | None = None, *,
         prm.max_time_in_seconds = max(0.05, seconds)
     if on_solver is not None:
         on_solver(solver)
-    code = solver.solve(m)
+    code = solve_model(solver, m)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, solver.status_name(code)
     values = {a: solver.value(v) for a, v in off.items()}

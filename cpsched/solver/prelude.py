@@ -25,6 +25,7 @@ from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
 from cpsched.schedules.registry import validated
 from cpsched.solver import lns, modulo_exact
+from cpsched.solver.cpsat import solve_model
 from cpsched.solver.mirror import dualpipe_family_model
 from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel
@@ -244,7 +245,7 @@ def family_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float
     model = family_model(inst, dualpipe, lb)
     stop.give(solver)
     found = None
-    if solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if solve_model(solver, model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         found = model.to_schedule(model.read(solver), "dualpipe-family")
         found = None if validate(found) else found  # never hand on an invalid schedule
     return found, {"makespan": None if found is None else found.makespan,

@@ -57,6 +57,7 @@ from cpsched.solver.constraints import (
     footprint_precedence_pairs,
     memory_precedence_pairs,
 )
+from cpsched.solver.cpsat import solve_model
 from cpsched.solver.relaxation_pairs import DeviceActions, RelaxedModel, pair_relaxed_model
 from cpsched.solver.side_by_side import SolverHub, side_by_side
 
@@ -235,7 +236,7 @@ def _ladder(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int, uppe
         built = time.perf_counter() - began
         solver = _solver(min(budget.deterministic, units),
                          None if wall is None else min(budget.wall - built, wall), on_solver)
-        code = solver.solve(rm.model)
+        code = solve_model(solver, rm.model)
         budget.spend(solver, time.perf_counter() - began)
         if code == cp_model.INFEASIBLE:
             lo, step = t + 1, 2 * step
@@ -299,7 +300,7 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int | tuple[i
     built = time.perf_counter() - began
     solver = _solver(budget.deterministic, None if budget.wall is None else budget.wall - built,
                      on_solver)
-    code = solver.solve(rm.model)
+    code = solve_model(solver, rm.model)
     seconds = time.perf_counter() - t0
     if code == cp_model.INFEASIBLE:  # no schedule below hi: hi is optimal for d
         return DeviceRelaxation(d, hi, True, seconds)

@@ -14,6 +14,7 @@ from ortools.sat.python import cp_model
 
 from cpsched.instance import Instance
 from cpsched.solver import isolated
+from cpsched.solver.cpsat import solve_model
 from cpsched.solver.progress import Progress
 
 
@@ -95,7 +96,7 @@ def run_search(model: cp_model.CpModel, params: Any, deadline: float | None,
     solver.best_bound_callback = cb.on_bound
     if on_solver is not None:
         on_solver(solver)
-    code = solver.solve(model, cb)
+    code = solve_model(solver, model, cb)
     resp = solver.response_proto
     found = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     return isolated.Outcome(
