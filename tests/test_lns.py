@@ -252,6 +252,26 @@ def test_two_workers_per_window_only_with_a_deadline() -> None:
     assert lns.window_workers(1) == 1
 
 
+def test_presolve_off_in_windows_without_pairs_on_with_pairs() -> None:
+    # docs/modelling.md §44: pair-free windows run without CP-SAT's presolve, pair windows
+    # with it; either way the result is valid and never longer
+    inst = make(4, 2, 16, limit=6)
+    seq = sequential_schedule(inst)
+    seen: list[bool] = []
+    starts, _ = _improve(inst, seq, deterministic_time=2.0,
+                         on_solver=lambda s: seen.append(s.parameters.cp_model_presolve))
+    assert seen and set(seen) == {lns.WINDOW_PRESOLVE} == {False}
+    out = _as_schedule(inst, starts)
+    assert not validate(out) and out.makespan < seq.makespan
+    pinst = make(4, 1, 16, F=1, I=1, W=1, placement="bidirectional", overlap=2.5, limit=4)
+    _, rows, _ = best_warm_start(pinst, {"seq": sequential_schedule(pinst)})
+    start = pair_solution(pinst, rows)
+    seen.clear()
+    sol, _ = lns.improve_pairs(pinst, build_task_graph(pinst), start, deterministic_time=1.0,
+                               on_solver=lambda s: seen.append(s.parameters.cp_model_presolve))
+    assert seen and set(seen) == {lns.WINDOW_PRESOLVE_PAIRS} == {True}
+
+
 def test_stops_at_once_when_asked_or_at_the_bound() -> None:
     inst = make(4, 1, 8)
     seq = sequential_schedule(inst)

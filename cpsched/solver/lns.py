@@ -73,6 +73,13 @@ MIN_ACTIONS_LIMITED = 500
 START_WINDOW, MIN_WINDOW, MAX_WINDOW = 400, 120, 2500
 #: CP-SAT deterministic time and wall seconds per window.
 WINDOW_DETERMINISTIC_TIME, WINDOW_SECONDS = 1.0, 3.0
+#: CP-SAT's presolve in windows without pairs, and in pair windows.  Off without pairs: in
+#: 60 s runs side by side it gave shorter schedules in 8 of 10 (r40-7 of seed 40 745-748 ->
+#: 715-730, lim8 1677.7 -> 1670.2, r39-3 693 -> 689, V-Min 878.4 / 877.2 -> 876.3 / 876.3;
+#: limit 24 2320 -> 2330 and r40-0 1574.9 -> 1576.1, within their spread), and it never meets
+#: OR-Tools' presolve error on a hinted model.  On with pairs: DualPipe limit 10 202.15 ->
+#: 204.17 without it (docs/modelling.md §44).
+WINDOW_PRESOLVE, WINDOW_PRESOLVE_PAIRS = False, True
 #: Sweep windows run with the shorter limits below while at least ADAPT_SHARE of the last
 #: ADAPT_RECENT sweep windows made the schedule shorter (:func:`_sweep_limits`): when nearly
 #: every window gains, more windows gain more (memory-paced random V p16 m128, `-t 120`: a
@@ -260,7 +267,9 @@ class _Search:
         left = self.left()
         solver = _window_solver(self.seed + self.stats.windows,
                                 min(deterministic_time, self.deterministic_time - self.used),
-                                left, seconds, self.workers)
+                                left, seconds, self.workers,
+                                WINDOW_PRESOLVE if self.pb.overlap is None
+                                else WINDOW_PRESOLVE_PAIRS)
         if self.on_solver is not None:
             self.on_solver(solver)
         if self.stop is not None and self.stop():
@@ -374,13 +383,16 @@ def window_workers(workers: int) -> int:
 
 
 def _window_solver(seed: int, deterministic_time: float, left: float | None,
-                   seconds: float = WINDOW_SECONDS, workers: int = 1) -> cp_model.CpSolver:
+                   seconds: float = WINDOW_SECONDS, workers: int = 1,
+                   presolve: bool = True) -> cp_model.CpSolver:
     """``workers`` CP-SAT workers (:func:`search` gives one without a deadline), the seed,
     the window's deterministic limit and — only with a deadline, ``left`` seconds away — a
-    wall limit of at most ``seconds``; CP-SAT's SIGINT handler off (Ctrl-C is the caller's)."""
+    wall limit of at most ``seconds``; CP-SAT's presolve on or off (:data:`WINDOW_PRESOLVE`);
+    its SIGINT handler off (Ctrl-C is the caller's)."""
     solver = cp_model.CpSolver()
     prm = solver.parameters
     prm.num_workers = max(1, workers)
+    prm.cp_model_presolve = presolve
     prm.random_seed = seed
     prm.catch_sigint_signal = False
     prm.max_deterministic_time = max(0.0, deterministic_time)
@@ -440,6 +452,6 @@ def _choose(inc: Incumbent, cursor: int, size: int) -> tuple[set[Action], set[Ac
     return actions(order[first:last]), actions(order[:first])
 
 
-__all__ = ["MIN_ACTIONS", "MIN_ACTIONS_LIMITED", "MIN_ACTIONS_PAIRS",
-           "LnsStats", "improve", "improve_overlap", "improve_pairs", "search",
-           "window_workers"]
+__all__ = ["MIN_ACTIONS", "MIN_ACTIONS_LIMITED", "MIN_ACTIONS_PAIRS", "WINDOW_PRESOLVE",
+           "WINDOW_PRESOLVE_PAIRS", "LnsStats", "improve", "improve_overlap", "improve_pairs",
+           "search", "window_workers"]
