@@ -15,7 +15,7 @@ pairs (:data:`cpsched.solver.lns.WINDOW_PRESOLVE`; default: as it is, off since 
 
     python benchmarks/window_limit.py                          # shipped rows, 1.0 and 0.5
     python benchmarks/window_limit.py -t 60 --limits 1 0.5 0.25 --runs 2 FILE ...
-    python benchmarks/window_limit.py -t 60 --limits 1 --presolve off on FILE ...
+    python benchmarks/window_limit.py FILE ... -t 60 --limits 1 --presolve off on
 """
 
 from __future__ import annotations
