@@ -48,12 +48,12 @@ def solve_model(solver: cp_model.CpSolver, model: cp_model.CpModel,
         response, as callers do after any call, does not raise.
     """
     try:
-        return solver.solve(model) if callback is None else solver.solve(model, callback)
+        return solver.solve(model, callback)  # solve(model, None): no callback
     except INTERNAL_ERRORS:
         recovered["retried"] += 1
     solver.parameters.cp_model_presolve = False
     try:
-        return solver.solve(model) if callback is None else solver.solve(model, callback)
+        return solver.solve(model, callback)
     except INTERNAL_ERRORS:
         recovered["failed"] += 1
     with suppress(*INTERNAL_ERRORS):  # an empty model has nothing to presolve
