@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from cpsched.forked import ForkedCall, can_fork
 from cpsched.instance import Instance
 from cpsched.model import DeviceOrders, Schedule
 from cpsched.simulate import OrderError, simulate
@@ -117,7 +118,8 @@ def run_schedule(name: str, instance: Instance) -> Schedule:
 
 
 def run_all(instance: Instance, deadline: float | None = None,
-            failed: dict[str, str] | None = None) -> dict[str, Schedule]:
+            failed: dict[str, str] | None = None, processes: int = 1,
+            timing: dict[str, float] | None = None) -> dict[str, Schedule]:
     """Every applicable schedule, timed: ``{name: schedule}`` (registry order).
 
     Args:
@@ -133,28 +135,74 @@ def run_all(instance: Instance, deadline: float | None = None,
         failed: when given, a generator whose orders cannot run (:class:`OrderError`, a bug
             in that generator) is left out and recorded here as ``{name: message}``, and
             the others still run; when None the error propagates.
+        processes: at most this many expensive generators run at once: the first in this
+            process, the next ``processes - 1`` side by side in forked children
+            (:class:`cpsched.forked.ForkedCall`; where this process cannot fork, one at a
+            time).  The schedules are the same as one at a time — each generator is the same
+            deterministic computation — except that a generator started beside the first is
+            not skipped for lack of time after it (docs/modelling.md §45).
+        timing: when given, ``timing["waited"]`` is set to the seconds this process waited
+            for its children (0 without them): the rest of the wall time was its own work.
 
     Raises:
         OrderError: a generator's orders cannot run and ``failed`` is None.
+        Exception: what a generator raises (a bug), also when it ran in a child.
     """
     out: dict[str, Schedule] = {}
     specs = applicable_schedules(instance)
     token = _DEADLINE.set(deadline)
+    side: dict[str, ForkedCall] = {}
+    waited = 0.0
     try:
-        for spec in sorted(specs, key=lambda s: s.expensive):
-            if spec.expensive and (_optimal_among(instance, out) or (
-                    deadline is not None and _out_of_time(spec, instance, deadline)
-                    and _valid_among(instance, out))):
+        for spec in specs:
+            if not spec.expensive:
+                _time(spec, instance, out, failed, spec.generate)
+        expensive = [s for s in specs if s.expensive]
+        if processes > 1 and len(expensive) > 1 and can_fork():
+            side = {s.name: ForkedCall(s.generate, instance) for s in expensive[1:processes]
+                    if not _skip(s, instance, out, deadline)}
+        for spec in expensive:
+            call = side.pop(spec.name, None)
+            if _skip(spec, instance, out, None if call is not None else deadline):
+                if call is not None:
+                    call.cancel()
                 continue
-            try:
-                out[spec.name] = simulate(instance, spec.generate(instance), method=spec.name)
-            except OrderError as exc:
-                if failed is None:
-                    raise
-                failed[spec.name] = str(exc)
+            if call is None:
+                _time(spec, instance, out, failed, spec.generate)
+                continue
+            t = time.perf_counter()
+            orders = call.result()
+            waited += time.perf_counter() - t
+            _time(spec, instance, out, failed, lambda _inst, o=orders: o)
     finally:
+        for call in side.values():
+            call.cancel()
         _DEADLINE.reset(token)
+        if timing is not None:
+            timing["waited"] = waited
     return {s.name: out[s.name] for s in specs if s.name in out}  # registry order
+
+
+def _skip(spec: ScheduleSpec, instance: Instance, out: dict[str, Schedule],
+          deadline: float | None) -> bool:
+    """Whether the expensive ``spec`` is not run: a schedule in ``out`` already meets the
+    lower bound, or ``deadline`` leaves too little time and a schedule in ``out`` is valid
+    (:func:`run_all`)."""
+    return _optimal_among(instance, out) or (
+        deadline is not None and _out_of_time(spec, instance, deadline)
+        and _valid_among(instance, out))
+
+
+def _time(spec: ScheduleSpec, instance: Instance, out: dict[str, Schedule],
+          failed: dict[str, str] | None, generate: Generator) -> None:
+    """Time ``generate(instance)`` (the orders of ``spec``) into ``out[spec.name]``; orders
+    that cannot run are recorded in ``failed`` when given (else :class:`OrderError`)."""
+    try:
+        out[spec.name] = simulate(instance, generate(instance), method=spec.name)
+    except OrderError as exc:
+        if failed is None:
+            raise
+        failed[spec.name] = str(exc)
 
 
 def _out_of_time(spec: ScheduleSpec, instance: Instance, deadline: float) -> bool:

@@ -234,7 +234,7 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     workers = default_workers(inst) if workers is None else workers
     sat_parameters(None, workers, seed, parameters)  # rejects a bad one even if no model runs
     deadline = None if time_limit is None else t0 + float(time_limit)
-    candidates = _known(inst, deadline, t0) if candidates is None else candidates
+    candidates = _known(inst, deadline, t0, workers) if candidates is None else candidates
     lb, g, _, _, ht = bounds = _bounds(inst, _time_for_ordered(inst, deadline))  # §30
     stop = TrackedStop(on_solver)
     stop.give(None)  # Ctrl-C during the modulo scan and the window search
@@ -348,12 +348,14 @@ def _without_model(inst: Instance, g: Any, hint: Any, lb: int, horizon: int,
     } | pre)
 
 
-def _known(inst: Instance, deadline: float | None, t0: float) -> dict[str, Schedule]:
+def _known(inst: Instance, deadline: float | None, t0: float, workers: int
+           ) -> dict[str, Schedule]:
     """Every applicable known schedule, timed; expensive searches among them stop after a
-    third of the budget."""
+    third of the budget and run side by side on up to ``workers`` cores (§45)."""
     from cpsched.schedules import run_all
 
-    return run_all(inst, None if deadline is None else t0 + (deadline - t0) / 3)
+    return run_all(inst, None if deadline is None else t0 + (deadline - t0) / 3,
+                   processes=lns.window_workers(workers))
 
 
 def _model_stats(model: PipelineModel) -> dict[str, Any]:

@@ -10,8 +10,6 @@ received (the warm start when none came).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import multiprocessing as mp
 import os
 import signal
@@ -24,6 +22,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from cpsched.forked import die_with_parent
 from cpsched.solver.cpsat import solve_model
 
 
@@ -64,22 +63,10 @@ class StopHandle:
         self.event.set()
 
 
-def _die_with_parent(parent_pid: int) -> None:  # pragma: no cover - child
-    """Linux: ask for SIGKILL when the parent dies (a killed ``compare`` worker must not leave
-    a search running that holds the command's output pipes open)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-
 def _child(model: cp_model.CpModel, params: Any, conn: Connection,
            parent_pid: int) -> None:  # pragma: no cover - runs in the child
     # a forked child: the model and parameters are the parent's, inherited, not copied
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     solver = cp_model.CpSolver()
     solver.parameters.copy_from(params)

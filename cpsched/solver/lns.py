@@ -40,7 +40,6 @@ fixing most of the incumbent and re-optimising a window with CP-SAT.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from bisect import bisect_left
@@ -53,6 +52,7 @@ import networkx as nx
 from ortools.sat.python import cp_model
 
 from cpsched.actions import Action
+from cpsched.forked import usable_cores
 from cpsched.instance import Instance
 from cpsched.solver.cpsat import solve_model
 from cpsched.solver.lns_state import Incumbent, Problem, Unit, unit_orders
@@ -377,9 +377,7 @@ def window_workers(workers: int) -> int:
     """CP-SAT workers per window with a deadline: ``workers``, at most one per core this
     process may use.  A window is small and mostly proven: workers beyond the cores only
     share them (on 2 cores, 4 workers per window gave the same schedules as 2)."""
-    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-             else os.cpu_count() or 1)
-    return max(1, min(int(workers), cores))
+    return max(1, min(int(workers), usable_cores()))
 
 
 def _window_solver(seed: int, deterministic_time: float, left: float | None,

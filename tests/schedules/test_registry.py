@@ -1,4 +1,5 @@
-"""The registry's ``run_all``: a broken generator is left out and reported, not fatal."""
+"""The registry's ``run_all``: a broken generator is left out and reported, not fatal; the
+expensive generators side by side in forked children give the schedules of one at a time."""
 
 from __future__ import annotations
 
@@ -140,3 +141,105 @@ def test_min_seconds_skips_a_generator_that_only_improves(monkeypatch: pytest.Mo
     monkeypatch.setitem(registry.REGISTRY, "list-retimed", spec)
     known = registry.run_all(inst, soon)
     assert "list" in known and "list-retimed" in known
+
+
+# ------------------------------------------------ expensive generators side by side (§45)
+def _pid_file_generator(path, generate):  # noqa: ANN001, ANN202
+    """``generate`` that first writes the process id it runs in to ``path``."""
+    import os
+
+    def gen(inst: Instance):  # noqa: ANN202
+        path.write_text(str(os.getpid()))
+        return generate(inst)
+
+    return gen
+
+
+def _expensive(name: str, generate) -> registry.ScheduleSpec:  # noqa: ANN001
+    return registry.ScheduleSpec(name, "test", "none", "test", check=lambda inst: None,
+                                 generate=generate, expensive=True)
+
+
+def test_two_processes_give_the_schedules_of_one() -> None:
+    # list and list-retimed (a latency and a memory limit): the second runs in a forked
+    # child; every schedule, action by action, as when they run one after the other
+    from conftest import make
+
+    inst = make(4, 2, 16, F=1, B=2, W=1, latency=0.5, limit=6)
+    timing: dict[str, float] = {}
+    one = registry.run_all(inst)
+    two = registry.run_all(inst, processes=2, timing=timing)
+    assert list(one) == list(two) and {"list", "list-retimed"} <= set(two)
+    for name in one:
+        assert one[name].actions == two[name].actions, name
+    assert 0.0 <= timing["waited"] < 60.0
+
+
+def test_the_second_expensive_generator_runs_in_another_process(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    import os
+
+    from conftest import make
+
+    # GPipe's orders over the memory limit: never optimal, so neither is skipped
+    inst, gen = make(2, 1, 3, F=1, B=2, limit=1), registry.REGISTRY["gpipe"].generate
+    first, second = tmp_path / "first", tmp_path / "second"
+    monkeypatch.setattr(registry, "REGISTRY", {
+        "a": _expensive("a", _pid_file_generator(first, gen)),
+        "b": _expensive("b", _pid_file_generator(second, gen))})
+    known = registry.run_all(inst, processes=2)
+    assert set(known) == {"a", "b"} and known["a"].actions == known["b"].actions
+    assert int(first.read_text()) == os.getpid() != int(second.read_text())
+    known = registry.run_all(inst, processes=1)  # one process: both here
+    assert int(first.read_text()) == os.getpid() == int(second.read_text())
+
+
+def test_an_error_in_the_child_is_raised_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import make
+
+    inst, gen = make(2, 1, 3, F=1, B=2, limit=1), registry.REGISTRY["gpipe"].generate
+
+    def stuck(inst: Instance):  # noqa: ANN202
+        raise ZeroDivisionError("the list scheduler got stuck at t = 3")
+
+    monkeypatch.setattr(registry, "REGISTRY", {"a": _expensive("a", gen),
+                                               "b": _expensive("b", stuck)})
+    with pytest.raises(ZeroDivisionError, match="stuck at t = 3"):
+        registry.run_all(inst, processes=2, failed={})
+
+
+def test_a_child_is_stopped_when_the_first_meets_the_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # as one at a time: once a schedule meets the lower bound, the later expensive ones are
+    # not needed; the child still running is killed, not waited for
+    import time
+
+    gen = registry.REGISTRY["1f1b"].generate  # optimal on _inst(): 12 = the lower bound
+
+    def slow(inst: Instance):  # noqa: ANN202
+        time.sleep(60)
+        return gen(inst)
+
+    monkeypatch.setattr(registry, "REGISTRY", {"a": _expensive("a", gen),
+                                               "b": _expensive("b", slow)})
+    t = time.perf_counter()
+    known = registry.run_all(_inst(), processes=2)
+    assert list(known) == ["a"] and known["a"].makespan == 12
+    assert time.perf_counter() - t < 30.0
+
+
+def test_one_at_a_time_where_no_child_can_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing as mp
+
+    from conftest import make
+
+    inst = make(4, 2, 16, F=1, B=2, W=1, latency=0.5, limit=6)
+    monkeypatch.setattr(mp.current_process(), "_config",
+                        {**mp.current_process()._config, "daemon": True})
+
+    def no_fork(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("forked in a daemonic process")
+
+    monkeypatch.setattr(registry, "ForkedCall", no_fork)
+    known = registry.run_all(inst, processes=2)
+    assert {"list", "list-retimed"} <= set(known)
