@@ -76,6 +76,30 @@ def test_starved_loop_instances(shape: tuple[int, int, int, float], upper: float
     assert r.cell != alone.cell  # another grid gave it
 
 
+def test_the_other_grids_only_after_a_gain() -> None:
+    # p = 4, v = 2, m = 8 at limit 2: neither the coarse nor the fine pass lifts the
+    # combinatorial bound, so the other grids are not run (two bisections, not six); on the
+    # starved instance above they run after the fine pass's gain (docs/modelling.md §45)
+    calls: list[int] = []
+    bisect = tent_module._bisect
+
+    def counted(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        return bisect(*args, **kw)
+
+    inst = _profiled(4, 2, 8, 2)
+    lb, g, ht, _, _ = facade._bounds(inst)  # noqa: SLF001
+    with patch.object(tent_module, "_bisect", counted):
+        r = tent_bound(inst, g, ht, lb, round(lb * 1.2))
+    assert r.bound == lb and r.complete and len(calls) == 2
+    calls.clear()
+    inst = _profiled(4, 4, 8, 1)
+    lb, g, ht, _, _ = facade._bounds(inst)  # noqa: SLF001
+    with patch.object(tent_module, "_bisect", counted):
+        r = tent_bound(inst, g, ht, lb, inst.ticks(192.57))
+    assert r.bound > lb and len(calls) == 2 + len(tent_module.EXTRA_GRIDS)
+
+
 def test_bidirectional_with_two_families() -> None:
     # p = 4, m = 16, F = 1, B = 2, limit 2 (DualPipe holds 5): CP-SAT proves 75 (4.9 s); the
     # combinatorial bound is 64, the tents of both directions give 69; nine devices at most
