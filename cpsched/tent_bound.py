@@ -69,7 +69,7 @@ SLACK = 0.01
 #: a cell's width, not monotonically (p32-loop-v4-m64-lim8-profiled: 1397.8-1409.6 over
 #: widths of 1.5-1.8 units; docs/modelling.md §43).  Only when the coarse and fine passes
 #: lifted the bound: where they did not, no other grid did on the scale rows or on random
-#: instances, and the LPs cost 2-6 s at 12 000-25 000 actions (§45).
+#: instances, and their LPs took 1.4-5.3 s a scale row (docs/modelling.md §45).
 EXTRA_GRIDS = (0.9, 0.95, 1.05, 1.1)
 
 
