@@ -139,8 +139,10 @@ def run_all(instance: Instance, deadline: float | None = None,
             process, the next ``processes - 1`` side by side in forked children
             (:class:`cpsched.forked.ForkedCall`; where this process cannot fork, one at a
             time).  The schedules are the same as one at a time — each generator is the same
-            deterministic computation — except that a generator started beside the first is
-            not skipped for lack of time after it (docs/modelling.md §45).
+            deterministic computation, and a child's result is dropped (the child killed)
+            where one at a time would have skipped it: a schedule so far meets the lower
+            bound, or too little time is left after the first and one is valid
+            (docs/modelling.md §45).
         timing: when given, ``timing["waited"]`` is set to the seconds this process waited
             for its children (0 without them): the rest of the wall time was its own work.
 
@@ -163,7 +165,7 @@ def run_all(instance: Instance, deadline: float | None = None,
                     if not _skip(s, instance, out, deadline)}
         for spec in expensive:
             call = side.pop(spec.name, None)
-            if _skip(spec, instance, out, None if call is not None else deadline):
+            if _skip(spec, instance, out, deadline):  # as one at a time: its child killed
                 if call is not None:
                     call.cancel()
                 continue

@@ -243,3 +243,26 @@ def test_one_at_a_time_where_no_child_can_start(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(registry, "ForkedCall", no_fork)
     known = registry.run_all(inst, processes=2)
     assert {"list", "list-retimed"} <= set(known)
+
+
+def test_a_child_past_the_deadline_is_dropped_as_one_at_a_time_would_skip_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first expensive generator ends past the deadline with a valid schedule: one at a
+    # time, the second would not start, so its child's result is not waited for or timed
+    # (a short --time-limit keeps its length: docs/modelling.md §45)
+    import time
+
+    def one_by_one(inst: Instance):  # noqa: ANN202  (valid, 18 > the bound 12)
+        time.sleep(1.0)
+        row = [Action(k, s, i) for i in range(3) for s, k in ((0, Kind.F), (0, Kind.B))]
+        return [[a if a.stage == d else Action(a.kind, d, a.microbatch) for a in row]
+                for d in range(2)]
+
+    gen = registry.REGISTRY["gpipe"].generate
+    monkeypatch.setattr(registry, "REGISTRY", {"a": _expensive("a", one_by_one),
+                                               "b": _expensive("b", gen)})
+    for processes in (1, 2):
+        known = registry.run_all(_inst(), time.perf_counter() + 0.5, processes=processes)
+        assert list(known) == ["a"] and known["a"].makespan == 18
+    known = registry.run_all(_inst(), None, processes=2)
+    assert list(known) == ["a", "b"]
