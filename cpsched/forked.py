@@ -24,12 +24,12 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 
-def usable_cores() -> int:
+def usable_cores(at_most: int | None = None) -> int:
     """Cores this process may run on (its CPU affinity where the platform tells; else the
-    machine's count), at least 1."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+    machine's count), no more than ``at_most`` (None: no cap), at least 1."""
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+    return max(1, cores if at_most is None else min(int(at_most), cores))
 
 
 def can_fork() -> bool:

@@ -87,4 +87,6 @@ def test_no_fork_in_a_daemonic_process(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_usable_cores_is_the_affinity() -> None:
-    assert usable_cores() == len(os.sched_getaffinity(0)) >= 1
+    cores = len(os.sched_getaffinity(0))
+    assert usable_cores() == cores >= 1
+    assert usable_cores(1) == 1 and usable_cores(0) == 1 and usable_cores(cores + 8) == cores

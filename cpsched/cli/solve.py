@@ -86,7 +86,7 @@ def _known_schedules(inst: Instance, deadline: float, workers: int | None = None
     failed: dict[str, str] = {}
     timing: dict[str, float] = {}
     known = run_all(inst, deadline, failed=failed, timing=timing,
-                    processes=min(usable_cores(), workers or usable_cores()))
+                    processes=usable_cores(workers))
     for name, message in failed.items():
         err_console.print(f"warning: known schedule {name} failed and is left out: {message}",
                           markup=False)

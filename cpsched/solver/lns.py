@@ -377,7 +377,7 @@ def window_workers(workers: int) -> int:
     """CP-SAT workers per window with a deadline: ``workers``, at most one per core this
     process may use.  A window is small and mostly proven: workers beyond the cores only
     share them (on 2 cores, 4 workers per window gave the same schedules as 2)."""
-    return max(1, min(int(workers), usable_cores()))
+    return usable_cores(workers)
 
 
 def _window_solver(seed: int, deterministic_time: float, left: float | None,
