@@ -128,7 +128,10 @@ def main() -> None:
                     help="the memory limit at this level (default: in proportion to p)")
     ap.add_argument("--write", type=Path, help="write the analog instances here")
     args = ap.parse_args()
-    inst = load_instance(args.file)
+    try:
+        inst = load_instance(args.file)
+    except (OSError, InstanceError) as e:
+        ap.exit(2, f"error: {args.file}: {e}\n")
     out = args.write or Path(tempfile.mkdtemp(prefix="analogs_"))
     out.mkdir(parents=True, exist_ok=True)
     rows = []
