@@ -37,14 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from make_scale_instances import LEVELS
+from scale import best_known
 
-from cpsched import load_instance, run_all, solve, validate
+from cpsched import load_instance, solve
 from cpsched.instance import Instance, InstanceError
-
-#: Microbatches' worth of a device's activation at each named level, for ``p`` devices
-#: (make_scale_instances.py's random instances).
-LEVELS = {"vmin": lambda p: (p + 4) / 3, "vhalf": lambda p: (p + 2) / 2,
-          "1f1b": lambda p: float(p), "half1f1b": lambda p: p / 2}
+from cpsched.model import gap
 
 
 def resample(values: list[Any], n: int) -> list[Any]:
@@ -94,12 +92,12 @@ def analog(inst: Instance, p: int, level: str | None = None) -> Instance:
 def row(inst: Instance, time_limit: float, model: bool) -> dict[str, object]:
     """One table row: the known schedules, ``solve`` by default and (``model``) the full model
     alone, each for ``time_limit`` seconds."""
-    fitting = {n: s.makespan for n, s in run_all(inst).items() if not validate(s, inst)}
-    best_name = min(fitting, key=fitting.get) if fitting else "-"
+    best_name, best_known_makespan = best_known(inst)
     out: dict[str, object] = {
         "analog": inst.name, "m": inst.m, "limit": inst.memory_limit,
         "actions": inst.n_actions,
-        "best known that fits": f"{best_name} {fitting[best_name]:g}" if fitting else "-"}
+        "best known that fits": "-" if best_known_makespan is None
+        else f"{best_name} {best_known_makespan:g}"}
     bounds, makespans = [], []
     for method in ("auto", "model") if model else ("auto",):
         t0 = time.perf_counter()
@@ -108,10 +106,10 @@ def row(inst: Instance, time_limit: float, model: bool) -> dict[str, object]:
         out[f"{method} bound"] = res.lower_bound
         bounds.append(res.lower_bound or 0.0)
         makespans.append(res.makespan)
-    best, bound = min(makespans), max(bounds)
+    bound = max(bounds)
     out["best bound"] = bound
-    out["gap to it %"] = round(100 * (best - bound) / best, 2)
-    out["auto's gap to it %"] = round(100 * (makespans[0] - bound) / makespans[0], 2)
+    out["gap to it %"] = round(100 * (gap(min(makespans), bound) or 0.0), 2)
+    out["auto's gap to it %"] = round(100 * (gap(makespans[0], bound) or 0.0), 2)
     return out
 
 

@@ -28,6 +28,10 @@ from typing import Any
 from cpsched.instance import Instance
 
 OUT = Path(__file__).resolve().parents[1] / "instances" / "scale"
+#: Memory limit levels of the random instances, in microbatches' worth of a device's
+#: activation for ``p`` devices: V-Min, V-Half, 1F1B and half of 1F1B.
+LEVELS = {"vmin": lambda p: (p + 4) / 3, "vhalf": lambda p: (p + 2) / 2, "1f1b": lambda p: p,
+          "half1f1b": lambda p: p / 2}
 
 
 def profiled(S: int, split: bool) -> dict[str, Any]:
@@ -138,8 +142,7 @@ def random_instances(seed: int, n: int, out: Path) -> list[str]:
             memory["released_by_input"] = 0.5
         level = rng.choice(["none", "vmin", "vhalf", "1f1b", "half1f1b"])
         if level != "none":  # in microbatches' worth of a device's activation (act * v)
-            per_mb = {"vmin": (p + 4) / 3, "vhalf": (p + 2) / 2, "1f1b": p, "half1f1b": p / 2}
-            memory["limit"] = round(act * v * per_mb[level], 2)
+            memory["limit"] = round(act * v * LEVELS[level](p), 2)
         name = (f"r{seed}-{k}-p{p}-{placement}-v{v}-m{m}-{'split' if split else 'fused'}-"
                 f"{kind}-{level}")
         write(name, f"random instance {k} of seed {seed}",

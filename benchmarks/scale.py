@@ -25,11 +25,27 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
+if TYPE_CHECKING:
+    from cpsched.instance import Instance
+
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = ROOT / "instances" / "scale"
+
+
+def best_known(inst: Instance) -> tuple[str, float | None]:
+    """The shortest known schedule that fits ``inst``'s memory limit, computed without a
+    deadline: ``(name, makespan)``, or ``("-", None)`` when none fits."""
+    from cpsched import run_all, validate
+
+    fitting = {n: s.makespan for n, s in run_all(inst).items() if not validate(s, inst)}
+    if not fitting:
+        return "-", None
+    name = min(fitting, key=fitting.__getitem__)
+    return name, fitting[name]
 
 
 def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]:
@@ -39,7 +55,7 @@ def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]
     (expensive searches stop after a third of the time limit).  The column "best known that
     fits" is then taken from every known schedule computed without a deadline, after the
     timed call (before it, it would eat into ``solve``'s third)."""
-    from cpsched import load_instance, run_all, solve, validate
+    from cpsched import load_instance, solve, validate
 
     inst = load_instance(path)
     t0 = time.perf_counter()
@@ -48,9 +64,7 @@ def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]
     peak = max(resource.getrusage(who).ru_maxrss
                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
     assert res.schedule is not None and validate(res.schedule) == []
-    fitting = {n: s.makespan for n, s in run_all(inst).items() if not validate(s, inst)}
-    best_name = min(fitting, key=fitting.get) if fitting else "-"
-    best = fitting.get(best_name)
+    best_name, best = best_known(inst)
     worse = best is not None and res.makespan > best + 1e-9
     ws = res.stats.get("window_search")
     window = "-" if ws is None else (
