@@ -3,6 +3,8 @@ expensive generators side by side in forked children give the schedules of one a
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from typer.testing import CliRunner
 
@@ -104,8 +106,6 @@ def test_past_the_deadline_the_list_scheduler_still_runs_once_when_nothing_fits(
     # expensive list portfolio is skipped only when some schedule so far is valid; on
     # DualPipe's shape under a limit below DualPipe's own peak none is, and one list pass
     # (strict reservation: it fits) keeps the warm start from being the sequential schedule
-    import time
-
     from conftest import make
 
     from cpsched.validate import validate
@@ -126,7 +126,6 @@ def test_min_seconds_skips_a_generator_that_only_improves(monkeypatch: pytest.Mo
     # before the deadline and a valid schedule so far, run_all does not start it; the list
     # portfolio, which has no such need, still runs
     import dataclasses
-    import time
 
     from conftest import make
 
@@ -212,8 +211,6 @@ def test_a_child_is_stopped_when_the_first_meets_the_bound(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # as one at a time: once a schedule meets the lower bound, the later expensive ones are
     # not needed; the child still running is killed, not waited for
-    import time
-
     gen = registry.REGISTRY["1f1b"].generate  # optimal on _inst(): 12 = the lower bound
 
     def slow(inst: Instance):  # noqa: ANN202
@@ -250,8 +247,6 @@ def test_a_child_past_the_deadline_is_dropped_as_one_at_a_time_would_skip_it(
     # the first expensive generator ends past the deadline with a valid schedule: one at a
     # time, the second would not start, so its child's result is not waited for or timed
     # (a short --time-limit keeps its length: docs/modelling.md §45)
-    import time
-
     def one_by_one(inst: Instance):  # noqa: ANN202  (valid, 18 > the bound 12)
         time.sleep(1.0)
         row = [Action(k, s, i) for i in range(3) for s, k in ((0, Kind.F), (0, Kind.B))]
