@@ -1,26 +1,31 @@
 """The mirror of bidirectional placement and DualPipe's pair family (cpsched.solver.mirror,
 docs/modelling.md §40): the map is an involution onto the mirrored device, DualPipe's own
 schedule keeps both, and the model kept to them finds a known schedule length while its
-bound is marked as one of a restricted model."""
+bound is marked as one of a restricted model; the family's tight middle (§47) finds
+``6p - 0.5`` with the middle device's ``p - 1`` pairs, and the busy bound cuts no schedule."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import pytest
 from conftest import INSTANCES, make
 from ortools.sat.python import cp_model
 
 from cpsched.instance import Instance, load_instance
-from cpsched.model import Action, Kind
+from cpsched.model import Action, Kind, Overlap
 from cpsched.schedules import run_schedule
 from cpsched.solver import PipelineModel
 from cpsched.solver.facade import combinatorial_bound
 from cpsched.solver.mirror import (
+    add_busy_bound,
     add_mirror_symmetry,
+    add_tight_middle,
     dualpipe_family_model,
     in_dualpipe_family,
     mirror_action,
+    tight_middle_applies,
 )
 from cpsched.solver.overlap import pair_solution
 from cpsched.solver.warm_start import best_warm_start
@@ -90,3 +95,74 @@ def test_mirror_needs_bidirectional_placement_and_pairs() -> None:
     plain = make(4, 1, 8, F=1, I=1, W=1, placement="bidirectional")
     with pytest.raises(ValueError, match="overlap_forward_backward"):
         add_mirror_symmetry(PipelineModel(plain, 10**4, 0))
+
+
+def _solved(model: PipelineModel, units: float = 30.0) -> tuple[cp_model.CpSolver, Any]:
+    """``model`` solved with one worker for ``units`` deterministic units (a schedule found):
+    the solver and its status."""
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_deterministic_time = units
+    status = solver.solve(model.model)
+    assert status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return solver, status
+
+
+@pytest.mark.parametrize("p", [6, 8, 10])
+def test_tight_middle_finds_six_p_minus_half_with_p_minus_one_middle_pairs(p: int) -> None:
+    """F = I = W = 1, pair 2.5, m = 2p: the tight middle finds ``6p - 0.5`` (DualPipe:
+    36, 48.5, 61; the bound ``6p - 1``), mirror-symmetric, DualPipe's warm-up on every device
+    and ``p - 1`` pairs on the middle device, which idles only before its first forward
+    (docs/modelling.md §47) — one worker, a deterministic limit."""
+    inst = _shape(p)
+    assert tight_middle_applies(inst)
+    dualpipe = run_schedule("dualpipe", inst)
+    _, rows, horizon = best_warm_start(inst, {"dualpipe": dualpipe})
+    lb = combinatorial_bound(inst)
+    model = dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb, tight=True)
+    schedule = model.to_schedule(model.read(_solved(model)[0]), "tight")
+    assert validate(schedule) == []
+    assert inst.from_ticks(lb) == 6 * p - 1 and schedule.makespan == 6 * p - 0.5
+    start = {a.action: a.start for a in schedule.actions}
+    assert all(start[mirror_action(inst, a)] == t for a, t in start.items())
+    middle = p // 2 - 1
+    orders = schedule.orders()[middle]
+    assert sum(isinstance(step, Overlap) for step in orders) == p - 1
+    forwards = [a for a in schedule.actions if a.device == middle and a.kind == Kind.F]
+    assert [a.action.microbatch for a in forwards[:4]] == [0, p, 1, p + 1]  # DualPipe's warm-up
+    busy = sum(a.end - a.start for a in schedule.actions
+               if a.device == middle and (a.overlap is None or a.kind == Kind.F))
+    assert busy == schedule.makespan - middle  # no idle after its first forward at ``middle``
+
+
+def test_tight_middle_applies_to_dualpipe_shapes_at_m_2p_only() -> None:
+    assert not tight_middle_applies(_shape(4))  # p < 6
+    assert not tight_middle_applies(_shape(8, 32))  # m = 4p
+    plain = make(8, 1, 16, F=1, I=1, W=1, placement="bidirectional")
+    assert not tight_middle_applies(plain)  # no overlap cost
+    inst = _shape(8, 32)
+    dualpipe = run_schedule("dualpipe", inst)
+    _, rows, horizon = best_warm_start(inst, {"dualpipe": dualpipe})
+    with pytest.raises(ValueError, match="m = 2p"):
+        dualpipe_family_model(inst, pair_solution(inst, rows), horizon, 0, tight=True)
+    with pytest.raises(ValueError, match="m = 2p"):
+        add_tight_middle(PipelineModel(inst, horizon, 0))
+
+
+def test_busy_bound_cuts_no_schedule() -> None:
+    """The full pair model with the busy bound on every device keeps the optimum the model
+    proves without it (DualPipe's shape, p = 4: 23.5, docs/modelling.md §20)."""
+    p, optimum = 4, 23.5
+    inst = _shape(p)
+    _, rows, horizon = best_warm_start(inst, {"dualpipe": run_schedule("dualpipe", inst)})
+    lb = combinatorial_bound(inst)
+    results = []
+    for busy in (False, True):
+        model = PipelineModel(inst, horizon, lb)
+        model.add_hint(pair_solution(inst, rows))
+        if busy:
+            assert add_busy_bound(model) == p
+        solver, status = _solved(model)
+        assert status == cp_model.OPTIMAL
+        results.append(inst.from_ticks(solver.objective_value))
+    assert results == [optimum, optimum]

@@ -248,12 +248,30 @@ def test_dualpipe_family_runs_on_dualpipe_shapes_of_its_size_only() -> None:
     assert not prelude.family_applies(tight, {"dualpipe": run_schedule("dualpipe", tight)}, 0)
 
 
+def test_family_candidate_tries_the_tight_middle_at_m_2p_only() -> None:
+    """The family's tight middle (§47) runs first where it applies: at p = 6 both find
+    35.5; at m = 4p only the family runs (its stats say so) — one worker, deterministic."""
+    from cpsched.schedules import run_schedule
+    from cpsched.solver.search_run import TrackedStop
+
+    for m, tight in ((12, 35.5), (24, None)):
+        inst = _dualpipe_shape(6, m)
+        dualpipe = run_schedule("dualpipe", inst)
+        found, stats = prelude.family_candidate(inst, dualpipe, facade.combinatorial_bound(inst),
+                                                None, TrackedStop(None), 1)
+        assert stats["tight"] == tight
+        assert found is None or (validate(found) == [] and found.makespan < dualpipe.makespan)
+        assert stats["makespan"] == (None if found is None else found.makespan)
+
+
 def test_solve_takes_the_dualpipe_family_schedule_when_shorter() -> None:
-    """p = 6, m = 12: DualPipe 36, the bound 35; the family finds 35.5 (§40) and ``solve``
-    keeps it — one worker, no time limit, a deterministic budget for the full model."""
+    """p = 6, m = 12: DualPipe 36, the bound 35; the family's tight middle (§47) and then
+    the family (§40) find 35.5 and ``solve`` keeps it — one worker, no time limit, a
+    deterministic budget for the full model."""
     inst = _dualpipe_shape(6, 12)
     res = solve(inst, workers=1, time_limit=None, parameters={"max_deterministic_time": 2.0})
     assert res.stats["dualpipe_family"]["makespan"] == 35.5
+    assert res.stats["dualpipe_family"]["tight"] == 35.5
     assert res.makespan <= 35.5 and validate(res.schedule) == []
     assert 35 <= res.lower_bound <= res.makespan
     model = solve(inst, workers=1, time_limit=None, method="model",

@@ -21,9 +21,13 @@ search (:func:`cpsched.solver.prelude.search_and_family`).
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable
 from functools import partial
+from typing import Any
 
-from cpsched.actions import Action
+from cpsched.actions import Action, Kind
+from cpsched.graph import overlap_heads_tails
 from cpsched.instance import Instance
 from cpsched.schedules.transforms import direction
 from cpsched.solver.overlap import Pair, PairSolution
@@ -94,21 +98,151 @@ def add_mirror_symmetry(model: PipelineModel) -> int:
 
 
 def dualpipe_family_model(inst: Instance, hint: PairSolution, horizon: int,
-                          lb: int) -> PipelineModel:
+                          lb: int, *, tight: bool = False) -> PipelineModel:
     """The pair model of ``inst`` at ``horizon`` with makespan ``>= lb`` (ticks), its pairs
     DualPipe's family (and the hint's), mirror-symmetric (:func:`add_mirror_symmetry`),
-    hinted with ``hint`` (e.g. DualPipe's own schedule, which keeps both).
+    hinted with ``hint`` (e.g. DualPipe's own schedule, which keeps both).  With ``tight``
+    also kept to :func:`add_tight_middle`'s shape (only where :func:`tight_middle_applies`).
 
     Raises:
-        ValueError: the placement is not bidirectional or the instance has no overlap cost.
+        ValueError: the placement is not bidirectional or the instance has no overlap cost;
+            ``tight`` where :func:`tight_middle_applies` is False.
     """
     _check(inst)
     model = PipelineModel(inst, horizon, min(lb, horizon), pairs=hint.pairs,
                           pair_filter=partial(in_dualpipe_family, inst))
     add_mirror_symmetry(model)
+    if tight:
+        add_tight_middle(model)
     model.add_hint(hint)
     return model
 
 
-__all__ = ["add_mirror_symmetry", "dualpipe_family_model", "in_dualpipe_family",
-           "mirror_action"]
+def tight_middle_applies(inst: Instance) -> bool:
+    """Whether :func:`add_tight_middle` is defined for ``inst``: bidirectional placement with
+    an overlap cost, ``m = 2p`` microbatches (``p`` in each direction) and ``p >= 6``."""
+    return (inst.placement == "bidirectional" and inst.overlap_forward_backward is not None
+            and inst.m == 2 * inst.p and inst.p >= 6)
+
+
+class _Device:
+    """Device ``d < p/2``'s actions by direction: ``a`` (microbatch ``j``, stage ``d``) and
+    ``b`` (microbatch ``p + j``, stage ``p - 1 - d``), for ``m = 2p``."""
+
+    def __init__(self, inst: Instance, d: int) -> None:
+        self.p, self.d, self.bk = inst.p, d, Kind.I if inst.split_backward else Kind.B
+
+    def a(self, kind: Kind, j: int) -> Action:
+        return Action(kind, self.d, j)
+
+    def b(self, kind: Kind, j: int) -> Action:
+        return Action(kind, self.p - 1 - self.d, self.p + j)
+
+    def warmup(self) -> list[Action]:
+        """DualPipe's warm-up: ``p - 1 - 2d`` forwards of ``a``, then ``b``'s first, then
+        ``d`` times one of ``a`` and one of ``b`` — the device's first ``p`` forwards."""
+        p, d = self.p, self.d
+        seq = [self.a(Kind.F, j) for j in range(p - 1 - 2 * d)] + [self.b(Kind.F, 0)]
+        for j in range(d):
+            seq += [self.a(Kind.F, p - 1 - 2 * d + j), self.b(Kind.F, j + 1)]
+        return seq
+
+
+def add_tight_middle(model: PipelineModel) -> int:
+    """Keep a DualPipe-family model (:func:`dualpipe_family_model`, mirror-symmetric) of an
+    instance where :func:`tight_middle_applies` to the shape of the ``6p - 0.5`` schedules
+    CP-SAT found on DualPipe's uniform shape (F = I = W = 1, pair 2.5, ``m = 2p``) for ``p`` =
+    6-16 (docs/modelling.md §47), with ``h = p/2`` and a device ``d < h`` (its mirror follows):
+
+    * every device runs its first ``p`` forwards in DualPipe's warm-up order;
+    * the middle device ``h - 1`` pairs ``F`` of ``a``'s ``h + k`` with ``b``'s backward
+      ``k`` for every ``k < h``, and ``F`` of ``b``'s ``h + k`` with ``a``'s backward ``k``
+      for ``k >= 1``, in the order warm-up, pair ``(h, 0)``, ``a``'s backward 0, ``b``'s
+      forward ``h``, then the pairs alternating;
+    * device ``h - 2`` pairs ``a``'s ``h + k`` for ``k >= 1`` and ``b``'s ``h + k`` for
+      ``k <= h - 3``, in the order warm-up, ``b``'s backward 0, ``b``'s forward ``h - 1``,
+      (its ``W``), then the pairs alternating;
+    * a device ``d < h - 2`` pairs ``a``'s ``h + k`` for every ``k >= h - 1 - d`` (others free);
+    * the makespan is at least every device's first possible start, plus its busy time (the
+      sum of its durations less what each chosen pair saves), plus its shortest tail — a
+      bound every schedule meets, stated so that CP-SAT sees how many pairs a makespan needs.
+
+    A heuristic: a restriction of the family (its bound holds over it only); on profiled
+    costs it can be longer than the family (§47).  Returns the number of constraints added.
+
+    Raises:
+        ValueError: :func:`tight_middle_applies` is False for the model's instance.
+    """
+    inst = model.inst
+    if not tight_middle_applies(inst):
+        raise ValueError("the tight middle needs bidirectional placement, an overlap cost, "
+                         "m = 2p and p >= 6")
+    tm, m, h = model.timing, model.model, inst.p // 2
+    added = 0
+
+    def chain(seq: list[Action]) -> None:
+        nonlocal added
+        for x, y in zip(seq, seq[1:], strict=False):
+            m.add(tm.endv[x] <= tm.start[y])
+            added += 1
+
+    def fix(dev: _Device, a_side: Callable[[int], bool | None],
+            b_side: Callable[[int], bool | None]) -> None:
+        nonlocal added
+        for k in range(h):
+            for f, b, want in ((dev.a(Kind.F, h + k), dev.b(dev.bk, k), a_side(k)),
+                               (dev.b(Kind.F, h + k), dev.a(dev.bk, k), b_side(k))):
+                x = tm.pair.get((f, b))
+                if want is not None and x is not None:
+                    m.add(x == int(want))
+                    added += 1
+
+    for d in range(h):
+        dev = _Device(inst, d)
+        seq = dev.warmup()
+        if d == h - 1:
+            seq += [dev.a(Kind.F, h), dev.a(dev.bk, 0), dev.b(Kind.F, h)]
+            for k in range(1, h):
+                seq += [dev.a(Kind.F, h + k), dev.b(Kind.F, h + k)]
+            fix(dev, lambda k: True, lambda k: k >= 1)
+        elif d == h - 2:
+            seq += [dev.b(dev.bk, 0), dev.b(Kind.F, h - 1)]
+            seq += [dev.b(Kind.W, 0)] if inst.split_backward else []
+            for k in range(h - 2):
+                seq += [dev.a(Kind.F, h + 1 + k), dev.b(Kind.F, h + k)]
+            seq += [dev.a(Kind.F, 2 * h - 1)]
+            fix(dev, lambda k: k >= 1, lambda k: k <= h - 3)
+        else:
+            fix(dev, lambda k, d=d: True if k >= h - 1 - d else None, lambda k: None)
+        chain(seq)
+    return added + add_busy_bound(model)
+
+
+def add_busy_bound(model: PipelineModel) -> int:
+    """``makespan >= head + busy + tail`` on every device of a pair model: ``head`` the
+    earliest start of any of its actions, ``tail`` the shortest tail (docs/modelling.md §4.3's
+    relaxed heads and tails), ``busy`` the sum of its durations less, for each chosen pair,
+    the forward, backward and (split) weight gradient less the pair's duration.  Valid for
+    every schedule.  Returns the number of constraints added (one per device)."""
+    tm, graph = model.timing, model.graph_model.rg.graph
+    _, (head, tail) = overlap_heads_tails(model.inst, graph)
+    work: dict[int, int] = defaultdict(int)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for a in graph:
+        d = model.device[a]
+        work[d] += model.dur[a]
+        first[d] = min(first.get(d, head[a]), head[a])
+        last[d] = min(last.get(d, tail[a]), tail[a])
+    saved: dict[int, list[Any]] = defaultdict(list)
+    for (f, b), x in tm.pair.items():
+        w = Action(Kind.W, b.stage, b.microbatch)
+        whole = model.dur[f] + model.dur[b] + (model.dur[w] if b.kind == Kind.I else 0)
+        saved[model.device[f]].append((whole - tm.pair_dur[(f, b)]) * x)
+    for d in work:
+        model.model.add(model.makespan >= first[d] + work[d] + last[d] - sum(saved[d]))
+    return len(work)
+
+
+__all__ = ["add_busy_bound", "add_mirror_symmetry", "add_tight_middle", "dualpipe_family_model",
+           "in_dualpipe_family", "mirror_action", "tight_middle_applies"]

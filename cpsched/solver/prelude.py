@@ -26,7 +26,7 @@ from cpsched.schedules import modulo
 from cpsched.schedules.registry import validated
 from cpsched.solver import lns, modulo_exact
 from cpsched.solver.cpsat import solve_model
-from cpsched.solver.mirror import dualpipe_family_model
+from cpsched.solver.mirror import dualpipe_family_model, tight_middle_applies
 from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.relaxation import may_follow_search, relaxation_bound, relaxed_devices
@@ -217,39 +217,61 @@ def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) 
             and inst.ticks(dualpipe.makespan) > lb and not validated(dualpipe, inst))
 
 
-def family_model(inst: Instance, dualpipe: Schedule, lb: int) -> PipelineModel:
-    """DualPipe's family model (:func:`cpsched.solver.mirror.dualpipe_family_model`) hinted
-    with ``dualpipe`` (a valid DualPipe schedule) as the warm start turns it into the model's
-    terms, its horizon that schedule's makespan, makespan at least ``lb`` (ticks)."""
-    _, rows, horizon = best_warm_start(inst, {"dualpipe": dualpipe})
-    return dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb)
+def family_model(inst: Instance, hint: Schedule, lb: int, tight: bool = False) -> PipelineModel:
+    """DualPipe's family model (:func:`cpsched.solver.mirror.dualpipe_family_model`, with
+    ``tight`` its tight middle) hinted with ``hint`` (a valid schedule of the family, e.g.
+    DualPipe's own) as the warm start turns it into the model's terms, its horizon that
+    schedule's makespan, makespan at least ``lb`` (ticks)."""
+    _, rows, horizon = best_warm_start(inst, {"hint": hint})
+    return dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb, tight=tight)
 
 
 def family_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float | None,
                      stop: Any, workers: int) -> tuple[Schedule | None, dict[str, Any]]:
     """The schedule of DualPipe's family (:func:`cpsched.solver.mirror.dualpipe_family_model`,
     docs/modelling.md §40) hinted with ``dualpipe`` (a valid DualPipe schedule), makespan at
-    least ``lb`` (ticks): CP-SAT for ``seconds`` with ``workers``, at most one per core
-    (:func:`cpsched.solver.lns.window_workers`), or with ``workers`` for
-    :data:`FAMILY_DETERMINISTIC_TIME` units when ``seconds`` is None.  Returns the validated
-    schedule if one was found (else None) and ``Result.stats["dualpipe_family"]`` (makespan,
-    seconds).
+    least ``lb`` (ticks).  Where :func:`cpsched.solver.mirror.tight_middle_applies`, first the
+    family with its tight middle (§47) for half of the time, then the whole family hinted
+    with the shorter of the two for the rest.  Each run: CP-SAT for its seconds with
+    ``workers``, at most one per core (:func:`cpsched.solver.lns.window_workers`), or with
+    ``workers`` for :data:`FAMILY_DETERMINISTIC_TIME` units when ``seconds`` is None.
+    Returns the validated schedule if one shorter than ``dualpipe`` was found (else None) and
+    ``Result.stats["dualpipe_family"]`` (makespan, seconds, and ``tight``: the tight
+    middle's makespan, None where it found nothing or did not run).
     ``stop`` receives the solver (Ctrl-C)."""
     t = time.perf_counter()
+    best, tight_found = dualpipe, None
+    runs = (True, False) if tight_middle_applies(inst) else (False,)
+    for i, tight in enumerate(runs):
+        share = None if seconds is None else (seconds - (time.perf_counter() - t)) / (len(runs) - i)
+        found = _family_run(inst, best, lb, share, stop, workers, tight)
+        if tight:
+            tight_found = None if found is None else found.makespan
+        if found is not None and found.makespan < best.makespan:
+            best = found
+        if stop.requested or inst.ticks(best.makespan) <= lb:
+            break
+    found = None if best is dualpipe else best
+    return found, {"makespan": None if found is None else found.makespan,
+                   "seconds": round(time.perf_counter() - t, 2), "tight": tight_found}
+
+
+def _family_run(inst: Instance, hint: Schedule, lb: int, seconds: float | None, stop: Any,
+                workers: int, tight: bool) -> Schedule | None:
+    """One CP-SAT run of :func:`family_model` (see :func:`family_candidate`): its validated
+    schedule, or None."""
     solver = cp_model.CpSolver()  # with a deadline at most one worker per core, as a window's
     solver.parameters.num_workers = workers if seconds is None else lns.window_workers(workers)
     if seconds is None:
         solver.parameters.max_deterministic_time = FAMILY_DETERMINISTIC_TIME
     else:
-        solver.parameters.max_time_in_seconds = seconds
-    model = family_model(inst, dualpipe, lb)
+        solver.parameters.max_time_in_seconds = max(seconds, 0.01)
+    model = family_model(inst, hint, lb, tight)
     stop.give(solver)
-    found = None
-    if solve_model(solver, model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        found = model.to_schedule(model.read(solver), "dualpipe-family")
-        found = None if validate(found) else found  # never hand on an invalid schedule
-    return found, {"makespan": None if found is None else found.makespan,
-                   "seconds": round(time.perf_counter() - t, 2)}
+    if solve_model(solver, model.model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    found = model.to_schedule(model.read(solver), "dualpipe-family")
+    return None if validate(found) else found  # never hand on an invalid schedule
 
 
 def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
