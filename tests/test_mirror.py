@@ -7,6 +7,7 @@ bound is marked as one of a restricted model; the family's tight middle (§47) f
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -166,3 +167,21 @@ def test_busy_bound_cuts_no_schedule() -> None:
         assert status == cp_model.OPTIMAL
         results.append(inst.from_ticks(solver.objective_value))
     assert results == [optimum, optimum]
+
+
+def test_the_p16_rows_95_5_schedule_is_valid_and_has_the_tight_middles_shape() -> None:
+    """The shipped p16-dualpipe-m32 row (bound 95) has a schedule of 95.5: the tight middle's
+    (docs/modelling.md §47, ``benchmarks/dualpipe_family.py --p 16 -t 900 --no-solve
+    --no-family --target 95.5 --write DIR``, 555 s), stored as found and read against the
+    shipped instance."""
+    from cpsched.model import Schedule
+
+    inst = load_instance(ROW)
+    schedule = Schedule.from_json(Path(__file__).parent / "data" / "p16-dualpipe-m32-95.5.json",
+                                  inst)
+    assert validate(schedule) == [] and schedule.makespan == 95.5
+    assert inst.from_ticks(combinatorial_bound(inst)) == 95
+    start = {a.action: a.start for a in schedule.actions}
+    assert all(start[mirror_action(inst, a)] == t for a, t in start.items())
+    orders = schedule.orders()
+    assert [sum(isinstance(s, Overlap) for s in orders[d]) for d in (7, 8)] == [15, 15]

@@ -17,6 +17,11 @@ bound holds over the family only (the model is ``restricted``).  Measured in §4
 for ``p`` = 6-12, where ``solve``'s defaults of session 35 ended at ``6p`` or ``6p + 0.5``,
 but nothing shorter than them at ``p = 16`` in 300 s.  ``solve`` runs it after the window
 search (:func:`cpsched.solver.prelude.search_and_family`).
+
+:func:`add_tight_middle` keeps the family, at ``m = 2p``, to the shape those ``6p - 0.5``
+schedules share (DualPipe's warm-up on every device; the two middle devices' pairs and order),
+with which CP-SAT finds them in seconds up to ``p = 12`` and 95.5 on the ``p = 16`` row
+(docs/modelling.md §47); ``solve`` tries it first (:func:`cpsched.solver.prelude.family_candidate`).
 """
 
 from __future__ import annotations
