@@ -473,6 +473,19 @@ def test_large_solve_reports_the_window_search(tmp_path: Path) -> None:
     assert data["makespan"] <= end
 
 
+def test_solve_reports_dualpipes_family_and_its_tight_middle(tmp_path: Path) -> None:
+    """DualPipe's shape at p = 6, m = 12 (DualPipe 36, bound 35): the family's tight middle
+    finds 35.5 in well under a second (docs/modelling.md §47) and the report says so."""
+    row = INSTANCES / "scale" / "p16-dualpipe-m32.toml"
+    r = run("solve", str(row), "--set", "pipeline.devices=6", "--set", "pipeline.microbatches=12",
+            "-t", "12", "--workers", "1", "--no-plot", "-o", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("DualPipe's family"))
+    assert line.startswith("DualPipe's family (mirror-symmetric, DualPipe's pairs): 35.5 in ")
+    assert line.endswith(" (its tight middle first: 35.5)")
+    assert 35 <= json.loads((tmp_path / "p16-dualpipe-m32.json").read_text())["makespan"] <= 35.5
+
+
 def test_ctrl_c_during_compare_keeps_finished_instances(tmp_path: Path) -> None:
     """The issue: Ctrl-C at 21 of 22 instances wrote nothing."""
     proc = _cpsched("compare", ARTICLE, str(INSTANCES / "zb-split.toml"), str(SCALE),

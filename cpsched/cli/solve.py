@@ -282,8 +282,10 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
             + (", the warm start" if mp["warm_start"] else ", not shorter than the warm start"))
     fam = res.stats.get("dualpipe_family")
     if fam is not None and fam["makespan"] is not None:  # docs/modelling.md §40
+        tight = fam.get("tight")  # docs/modelling.md §47
         say(f"DualPipe's family (mirror-symmetric, DualPipe's pairs): {fmt(fam['makespan'])} "
-            f"in {fam['seconds']:g} s")
+            f"in {fam['seconds']:g} s"
+            + (f" (its tight middle first: {fmt(tight)})" if tight is not None else ""))
     tb = res.stats.get("tent")
     if tb is not None and tb["bound"] > tb["before"]:  # docs/modelling.md §24
         say(f"tent bound: {fmt(tb['before'])} -> {fmt(tb['bound'])} in {tb['seconds']:g} s "
