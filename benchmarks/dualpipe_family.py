@@ -62,14 +62,13 @@ def row(inst: Instance, seconds: float, workers: int, with_solve: bool,
                               "dualpipe": dualpipe.makespan}
     if with_solve:
         out["solve"] = solve(inst, time_limit=seconds, workers=workers).schedule.makespan
-    for name, tight in (("family", False), ("tight", True)):
-        if (tight and tight_middle_applies(inst)) or (family and not tight):
-            columns, schedule = _family(inst, dualpipe, lb, seconds, workers, tight, name,
-                                        target)
-            out |= columns
-            if tight and write is not None and schedule is not None:
-                write_file(write / f"tight-p{inst.p}.json",
-                           lambda path, s=schedule: s.to_json(path), option="--write")
+    if family:
+        out |= _family(inst, dualpipe, lb, seconds, workers, False, "family", target)[0]
+    if tight_middle_applies(inst):
+        columns, schedule = _family(inst, dualpipe, lb, seconds, workers, True, "tight", target)
+        out |= columns
+        if write is not None and schedule is not None:
+            write_file(write / f"tight-p{inst.p}.json", schedule.to_json, option="--write")
     return out
 
 

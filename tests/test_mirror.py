@@ -29,6 +29,7 @@ from cpsched.solver.mirror import (
     tight_middle_applies,
 )
 from cpsched.solver.overlap import pair_solution
+from cpsched.solver.prelude import family_model
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
 
@@ -38,6 +39,17 @@ ROW = INSTANCES / "scale" / "p16-dualpipe-m32.toml"
 def _shape(p: int, m: int | None = None) -> Instance:
     """The shipped DualPipe row with ``p`` devices and ``m`` (default ``2p``) microbatches."""
     return load_instance(ROW, [f"pipeline.devices={p}", f"pipeline.microbatches={m or 2 * p}"])
+
+
+def _solved(model: PipelineModel, units: float = 30.0) -> tuple[cp_model.CpSolver, Any]:
+    """``model`` solved with one worker for ``units`` deterministic units (a schedule found):
+    the solver and its status."""
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_deterministic_time = units
+    status = solver.solve(model.model)
+    assert status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return solver, status
 
 
 def test_mirror_is_an_involution_onto_the_mirrored_device() -> None:
@@ -76,11 +88,7 @@ def test_family_model_finds_six_p_minus_half_at_p6_and_is_restricted() -> None:
     lb = combinatorial_bound(inst)
     model = dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb)
     assert model.restricted and not PipelineModel(inst, horizon, lb).restricted
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.max_deterministic_time = 30.0
-    assert solver.solve(model.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    schedule = model.to_schedule(model.read(solver), "family")
+    schedule = model.to_schedule(model.read(_solved(model)[0]), "family")
     assert validate(schedule) == []
     assert inst.from_ticks(lb) == 35 and schedule.makespan == 35.5
     start = {a.action: a.start for a in schedule.actions}
@@ -98,17 +106,6 @@ def test_mirror_needs_bidirectional_placement_and_pairs() -> None:
         add_mirror_symmetry(PipelineModel(plain, 10**4, 0))
 
 
-def _solved(model: PipelineModel, units: float = 30.0) -> tuple[cp_model.CpSolver, Any]:
-    """``model`` solved with one worker for ``units`` deterministic units (a schedule found):
-    the solver and its status."""
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.max_deterministic_time = units
-    status = solver.solve(model.model)
-    assert status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    return solver, status
-
-
 @pytest.mark.parametrize("p", [6, 8, 10])
 def test_tight_middle_finds_six_p_minus_half_with_p_minus_one_middle_pairs(p: int) -> None:
     """F = I = W = 1, pair 2.5, m = 2p: the tight middle finds ``6p - 0.5`` (DualPipe:
@@ -117,10 +114,8 @@ def test_tight_middle_finds_six_p_minus_half_with_p_minus_one_middle_pairs(p: in
     (docs/modelling.md §47) — one worker, a deterministic limit."""
     inst = _shape(p)
     assert tight_middle_applies(inst)
-    dualpipe = run_schedule("dualpipe", inst)
-    _, rows, horizon = best_warm_start(inst, {"dualpipe": dualpipe})
     lb = combinatorial_bound(inst)
-    model = dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb, tight=True)
+    model = family_model(inst, run_schedule("dualpipe", inst), lb, tight=True)  # as solve's
     schedule = model.to_schedule(model.read(_solved(model)[0]), "tight")
     assert validate(schedule) == []
     assert inst.from_ticks(lb) == 6 * p - 1 and schedule.makespan == 6 * p - 0.5

@@ -227,10 +227,11 @@ def add_busy_bound(model: PipelineModel) -> int:
     """``makespan >= head + busy + tail`` on every device of a pair model: ``head`` the
     earliest start of any of its actions, ``tail`` the shortest tail (docs/modelling.md §4.3's
     relaxed heads and tails), ``busy`` the sum of its durations less, for each chosen pair,
-    the forward, backward and (split) weight gradient less the pair's duration.  Valid for
-    every schedule.  Returns the number of constraints added (one per device)."""
-    tm, graph = model.timing, model.graph_model.rg.graph
-    _, (head, tail) = overlap_heads_tails(model.inst, graph)
+    what it saves: the forward and the full backward (``B``, or ``I + W``) less the pair's
+    duration, as :func:`cpsched.graph.pair_savings` counts it.  Valid for every schedule.
+    Returns the number of constraints added (one per device)."""
+    inst, tm, graph = model.inst, model.timing, model.graph_model.rg.graph
+    _, (head, tail) = overlap_heads_tails(inst, graph)
     work: dict[int, int] = defaultdict(int)
     first: dict[int, int] = {}
     last: dict[int, int] = {}
@@ -241,8 +242,7 @@ def add_busy_bound(model: PipelineModel) -> int:
         last[d] = min(last.get(d, tail[a]), tail[a])
     saved: dict[int, list[Any]] = defaultdict(list)
     for (f, b), x in tm.pair.items():
-        w = Action(Kind.W, b.stage, b.microbatch)
-        whole = model.dur[f] + model.dur[b] + (model.dur[w] if b.kind == Kind.I else 0)
+        whole = model.dur[f] + inst.ticks(inst.backward[b.stage])
         saved[model.device[f]].append((whole - tm.pair_dur[(f, b)]) * x)
     for d in work:
         model.model.add(model.makespan >= first[d] + work[d] + last[d] - sum(saved[d]))
