@@ -4,7 +4,7 @@ mirror-symmetric schedules with DualPipe's pairs (docs/modelling.md §40).
 For each ``p``: the shipped ``p16-dualpipe-m32`` instance (F = I = W = 1, F&B pair 2.5) with
 ``p`` devices and ``2p`` microbatches; its combinatorial bound; DualPipe; ``solve`` with the
 defaults and the time limit (``--no-solve`` leaves it out); and
-:func:`cpsched.solver.prelude.family_model` (the model ``solve`` tries, hinted with
+:func:`cpsched.solver.family.family_model` (the model ``solve`` tries, hinted with
 DualPipe), solved for the same time with the same workers — its schedule validated, its bound
 over the family only; and the same with the family's tight middle (``tight``,
 :func:`cpsched.solver.mirror.add_tight_middle`, docs/modelling.md §47).  ``--instance`` takes
@@ -33,8 +33,8 @@ from cpsched.model import Schedule
 from cpsched.outputs import OutputError, output_dir, write_file
 from cpsched.schedules import run_schedule
 from cpsched.solver.facade import combinatorial_bound
+from cpsched.solver.family import family_model
 from cpsched.solver.mirror import tight_middle_applies
-from cpsched.solver.prelude import family_model
 
 ROW = Path(__file__).resolve().parent.parent / "instances" / "scale" / "p16-dualpipe-m32.toml"
 

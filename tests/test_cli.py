@@ -480,10 +480,28 @@ def test_solve_reports_dualpipes_family_and_its_tight_middle(tmp_path: Path) -> 
     r = run("solve", str(row), "--set", "pipeline.devices=6", "--set", "pipeline.microbatches=12",
             "-t", "12", "--workers", "1", "--no-plot", "-o", str(tmp_path))
     assert r.exit_code == 0, r.output
-    line = next(x for x in r.output.splitlines() if x.startswith("DualPipe's family"))
+    line = next(x for x in r.output.splitlines() if x.startswith("DualPipe's family (mirror"))
     assert line.startswith("DualPipe's family (mirror-symmetric, DualPipe's pairs): 35.5 in ")
     assert line.endswith(" (its tight middle first: 35.5)")
     assert 35 <= json.loads((tmp_path / "p16-dualpipe-m32.json").read_text())["makespan"] <= 35.5
+    # within 1 % of 35 is 35 itself on the 0.5 grid: the target run (§48) finds none
+    assert ("DualPipe's family with its tight middle, asked for at most 35 (within 1 % of the "
+            "bound): none in ") in r.output
+
+
+def test_solve_reports_the_target_schedule_and_searches_from_it(tmp_path: Path) -> None:
+    """p = 10, m = 20 (bound 59): the tight middle asked for 1 % (cap 59.5 on the 0.5 grid)
+    finds 59.5 before the window search, whose line starts from it (docs/modelling.md §48)."""
+    row = INSTANCES / "scale" / "p16-dualpipe-m32.toml"
+    r = run("solve", str(row), "--set", "pipeline.devices=10", "--set",
+            "pipeline.microbatches=20", "-t", "12", "--workers", "1", "--no-plot",
+            "-o", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert ("DualPipe's family with its tight middle, asked for at most 59.5 (within 1 % of "
+            "the bound): 59.5 in ") in r.output
+    search = next(x for x in r.output.splitlines() if x.startswith("window search:"))
+    assert ", 59.5 -> " in search
+    assert json.loads((tmp_path / "p16-dualpipe-m32.json").read_text())["makespan"] <= 59.5
 
 
 def test_ctrl_c_during_compare_keeps_finished_instances(tmp_path: Path) -> None:

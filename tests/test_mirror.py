@@ -19,17 +19,18 @@ from cpsched.model import Action, Kind, Overlap
 from cpsched.schedules import run_schedule
 from cpsched.solver import PipelineModel
 from cpsched.solver.facade import combinatorial_bound
+from cpsched.solver.family import family_model
 from cpsched.solver.mirror import (
     add_busy_bound,
     add_mirror_symmetry,
     add_tight_middle,
     dualpipe_family_model,
+    grid_cap,
     in_dualpipe_family,
     mirror_action,
     tight_middle_applies,
 )
 from cpsched.solver.overlap import pair_solution
-from cpsched.solver.prelude import family_model
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
 
@@ -180,3 +181,19 @@ def test_the_p16_rows_95_5_schedule_is_valid_and_has_the_tight_middles_shape() -
     assert all(start[mirror_action(inst, a)] == t for a, t in start.items())
     orders = schedule.orders()
     assert [sum(isinstance(s, Overlap) for s in orders[d]) for d in (7, 8)] == [15, 15]
+
+
+def test_grid_cap_is_the_last_grid_point_within_the_gap() -> None:
+    """Durations 1 and pair 2.5 in ticks of 0.1: the grid's step is 5 ticks, so within 1 %
+    of 59 (59.59) the cap is 59.5 and of 47 (47.47) the bound itself; a latency of 0.1 makes
+    the step one tick; never below the bound."""
+    inst = make(8, 1, 16, F=1, I=1, W=1, overlap=2.5, placement="bidirectional")
+    model = family_model(inst, run_schedule("dualpipe", inst), combinatorial_bound(inst))
+    assert inst.time_scale == 10
+    assert grid_cap(model, 590, 0.01) == 595
+    assert grid_cap(model, 470, 0.01) == 470
+    assert grid_cap(model, 470, 0.0) == 470
+    late = make(8, 1, 16, F=1, I=1, W=1, overlap=2.5, placement="bidirectional", latency=0.1)
+    model = family_model(late, run_schedule("dualpipe", late), combinatorial_bound(late))
+    assert grid_cap(model, 590, 0.01) == 595  # floor(590 / 0.99) = 595
+    assert grid_cap(model, 600, 0.01) == 606

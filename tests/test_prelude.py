@@ -231,39 +231,6 @@ def _dualpipe_shape(p: int, m: int, **more: Any) -> Instance:
     return make(p, 1, m, F=1, I=1, W=1, overlap=2.5, placement="bidirectional", **more)
 
 
-def test_dualpipe_family_runs_on_dualpipe_shapes_of_its_size_only() -> None:
-    from cpsched.schedules import run_schedule
-
-    inst = _dualpipe_shape(6, 12)
-    known = {"dualpipe": run_schedule("dualpipe", inst)}
-    lb = facade.combinatorial_bound(inst)
-    assert prelude.family_applies(inst, known, lb)
-    assert not prelude.family_applies(inst, {}, lb)  # no DualPipe candidate
-    assert not prelude.family_applies(inst, known, inst.ticks(known["dualpipe"].makespan))
-    big = _dualpipe_shape(16, 64)  # 3072 actions
-    assert big.n_actions > prelude.FAMILY_MAX_ACTIONS
-    assert not prelude.family_applies(big, {"dualpipe": run_schedule("dualpipe", big)}, 0)
-    tight = _dualpipe_shape(6, 12, limit=2)  # DualPipe holds more
-    assert validate(run_schedule("dualpipe", tight))
-    assert not prelude.family_applies(tight, {"dualpipe": run_schedule("dualpipe", tight)}, 0)
-
-
-def test_family_candidate_tries_the_tight_middle_at_m_2p_only() -> None:
-    """The family's tight middle (§47) runs first where it applies: at p = 6 both find
-    35.5; at m = 4p only the family runs (its stats say so) — one worker, deterministic."""
-    from cpsched.schedules import run_schedule
-    from cpsched.solver.search_run import TrackedStop
-
-    for m, tight in ((12, 35.5), (24, None)):
-        inst = _dualpipe_shape(6, m)
-        dualpipe = run_schedule("dualpipe", inst)
-        found, stats = prelude.family_candidate(inst, dualpipe, facade.combinatorial_bound(inst),
-                                                None, TrackedStop(None), 1)
-        assert stats["tight"] == tight
-        assert found is None or (validate(found) == [] and found.makespan < dualpipe.makespan)
-        assert stats["makespan"] == (None if found is None else found.makespan)
-
-
 def test_solve_takes_the_dualpipe_family_schedule_when_shorter() -> None:
     """p = 6, m = 12: DualPipe 36, the bound 35; the family's tight middle (§47) and then
     the family (§40) find 35.5 and ``solve`` keeps it — one worker, no time limit, a

@@ -280,6 +280,12 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
             + (f"; CP-SAT asked {asked} shorter period{'s' if asked > 1 else ''}" if asked
                else "") + f"), {fmt(mp['makespan'])} in {mp['seconds']:g} s"
             + (", the warm start" if mp["warm_start"] else ", not shorter than the warm start"))
+    tg = res.stats.get("target")
+    if tg is not None:  # docs/modelling.md §48
+        say(f"DualPipe's family with its tight middle, asked for at most {fmt(tg['cap'])} "
+            f"(within 1 % of the bound): "
+            + ("none" if tg["makespan"] is None else fmt(tg["makespan"]))
+            + f" in {tg['seconds']:g} s")
     fam = res.stats.get("dualpipe_family")
     if fam is not None and fam["makespan"] is not None:  # docs/modelling.md §40
         tight = fam.get("tight")  # docs/modelling.md §47
@@ -305,10 +311,12 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
             f"{'devices ' + '+'.join(map(str, d)) if isinstance(d, tuple) else f'device {d}'}"
             f" {fmt(b)}{' (solved)' if solved else ''}" for d, b, solved in relaxed))
     ws = res.stats.get("window_search")
-    if ws is not None:  # docs/modelling.md §17; it starts from the warm start
+    if ws is not None:  # docs/modelling.md §17; from the warm start or the target's (§48)
         moves = ws.get("plateau_moves", 0)
+        first = (tg["makespan"] if tg is not None and tg["makespan"] is not None
+                 else best.extra["warm_start_makespan"])
         say(f"window search: {ws['windows']} windows in {ws['seconds']:g} s, "
-            f"{fmt(best.extra['warm_start_makespan'])} -> {fmt(ws['makespan'])}"
+            f"{fmt(first)} -> {fmt(ws['makespan'])}"
             + (f" ({moves} plateau moves)" if moves else ""))
     if res.message:
         say(f"note: {res.message}")

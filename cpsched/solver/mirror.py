@@ -21,11 +21,14 @@ search (:func:`cpsched.solver.prelude.search_and_family`).
 :func:`add_tight_middle` keeps the family, at ``m = 2p``, to the shape those ``6p - 0.5``
 schedules share (DualPipe's warm-up on every device; the two middle devices' pairs and order),
 with which CP-SAT finds them in seconds up to ``p = 12`` and 95.5 on the ``p = 16`` row
-(docs/modelling.md §47); ``solve`` tries it first (:func:`cpsched.solver.prelude.family_candidate`).
+(docs/modelling.md §47); ``solve`` tries it first (:func:`cpsched.solver.family.family_candidate`)
+and, on the uniform shape, asks it for a makespan within 1 % of the bound on the instance's
+time grid (:func:`grid_cap`; :func:`cpsched.solver.family.target_candidate`, §48).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
@@ -249,5 +252,23 @@ def add_busy_bound(model: PipelineModel) -> int:
     return len(work)
 
 
+def grid_cap(model: PipelineModel, lb: int, gap: float) -> int:
+    """The longest makespan (ticks) on the model's grid whose gap to ``lb`` (ticks) is at most
+    ``gap`` (``(makespan - lb) / makespan``, :func:`cpsched.model.gap`), and at least ``lb``.
+
+    The grid's step is the gcd of every duration, pair duration and the latency (ticks): a
+    shortest schedule can be taken left-shifted — every action starting at 0 or at the end of
+    another, plus the latency, on the same device order (so the same memory) — so all its
+    times are multiples of the step, and "makespan at most the cap" loses nothing against
+    "at most ``lb / (1 - gap)``" while telling CP-SAT the grid (docs/modelling.md §48: on
+    the p = 16 DualPipe row 95.5 was found at 55-84 s with the cap 95.5, at 101 s or never
+    within 120 s with 95.9)."""
+    latency = model.inst.ticks(model.inst.p2p_latency)
+    step = math.gcd(*model.dur.values(), *getattr(model.timing, "pair_dur", {}).values(),
+                    latency)
+    top = math.floor(lb / (1 - gap))
+    return max(lb, top - top % step) if step > 0 else max(lb, top)
+
+
 __all__ = ["add_busy_bound", "add_mirror_symmetry", "add_tight_middle", "dualpipe_family_model",
-           "in_dualpipe_family", "mirror_action", "tight_middle_applies"]
+           "grid_cap", "in_dualpipe_family", "mirror_action", "tight_middle_applies"]

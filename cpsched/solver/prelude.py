@@ -17,23 +17,24 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ortools.sat.python import cp_model
-
 from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
-from cpsched.schedules.registry import validated
 from cpsched.solver import lns, modulo_exact
-from cpsched.solver.cpsat import solve_model
-from cpsched.solver.mirror import dualpipe_family_model, tight_middle_applies
+from cpsched.solver.family import (
+    FAMILY_SHARE,
+    TARGET_SHARE,
+    family_applies,
+    family_candidate,
+    target_applies,
+    target_candidate,
+)
 from cpsched.solver.overlap import PairSolution, pair_solution
-from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.relaxation import may_follow_search, relaxation_bound, relaxed_devices
 from cpsched.solver.search_run import seconds_left
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.tent_bound import applies, tent_bound
-from cpsched.validate import validate
 
 #: The solve methods: ``auto`` — on models of :data:`cpsched.solver.lns.MIN_ACTIONS` or more
 #: actions (:data:`cpsched.solver.lns.MIN_ACTIONS_PAIRS` with an overlap cost,
@@ -65,11 +66,6 @@ MODULO_SHARE, MODULO_MIN_ACTIONS, MODULO_MIN_ACTIONS_LIMITED = 0.2, 1500, 0
 #: share of the time left that CP-SAT's shorter periods may take after the scan
 #: (docs/modelling.md §41)
 EXACT_SHARE = 0.08
-#: DualPipe's family (docs/modelling.md §40): the most actions it runs on, its share of the
-#: time left, and its CP-SAT deterministic units without a time limit (reproducible).  It
-#: found 6p - 0.5 on DualPipe's shape for p = 6-10 within 16 s and beat the defaults by one
-#: unit at p = 8 with m = 32 and 64 (1536 actions); at p = 16 (1536) not within 300 s
-FAMILY_MAX_ACTIONS, FAMILY_SHARE, FAMILY_DETERMINISTIC_TIME = 1536, 0.25, 10.0
 #: the window search is not set up with less time left than this plus the set-up: 0.95 s
 #: for 24 576 actions on 2 cores loaded by two other processes (session 19)
 MIN_WINDOW_SECONDS, WINDOW_SETUP_SECONDS_PER_ACTION = 0.5, 4e-5
@@ -207,89 +203,28 @@ def modulo_candidate(inst: Instance, deadline: float | None, stop: Any, workers:
     return best
 
 
-def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) -> bool:
-    """Whether DualPipe's family (docs/modelling.md §40) runs on ``inst``: bidirectional
-    placement with an overlap cost, at most :data:`FAMILY_MAX_ACTIONS` actions, and a
-    ``dualpipe`` candidate that fits the memory limit and is longer than ``lb`` (ticks)."""
-    dualpipe = candidates.get("dualpipe")
-    return (dualpipe is not None and inst.n_actions <= FAMILY_MAX_ACTIONS
-            and inst.overlap_forward_backward is not None and inst.placement == "bidirectional"
-            and inst.ticks(dualpipe.makespan) > lb and not validated(dualpipe, inst))
-
-
-def family_model(inst: Instance, hint: Schedule, lb: int, tight: bool = False) -> PipelineModel:
-    """DualPipe's family model (:func:`cpsched.solver.mirror.dualpipe_family_model`, with
-    ``tight`` its tight middle) hinted with ``hint`` (a valid schedule of the family, e.g.
-    DualPipe's own) as the warm start turns it into the model's terms, its horizon that
-    schedule's makespan, makespan at least ``lb`` (ticks)."""
-    _, rows, horizon = best_warm_start(inst, {"hint": hint})
-    return dualpipe_family_model(inst, pair_solution(inst, rows), horizon, lb, tight=tight)
-
-
-def family_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float | None,
-                     stop: Any, workers: int) -> tuple[Schedule | None, dict[str, Any]]:
-    """The schedule of DualPipe's family (:func:`cpsched.solver.mirror.dualpipe_family_model`,
-    docs/modelling.md §40) hinted with ``dualpipe`` (a valid DualPipe schedule), makespan at
-    least ``lb`` (ticks).  Where :func:`cpsched.solver.mirror.tight_middle_applies`, first the
-    family with its tight middle (§47) for half of the time, then the whole family hinted
-    with the shorter of the two for the rest.  Each run: CP-SAT for its seconds with
-    ``workers``, at most one per core (:func:`cpsched.solver.lns.window_workers`), or with
-    ``workers`` for :data:`FAMILY_DETERMINISTIC_TIME` units when ``seconds`` is None.
-    Returns the validated schedule if one shorter than ``dualpipe`` was found (else None) and
-    ``Result.stats["dualpipe_family"]`` (makespan, seconds, and ``tight``: the tight
-    middle's makespan, None where it found nothing or did not run).
-    ``stop`` receives the solver (Ctrl-C)."""
-    t = time.perf_counter()
-    best, tight_found = dualpipe, None
-    runs = (True, False) if tight_middle_applies(inst) else (False,)
-    for i, tight in enumerate(runs):
-        share = None if seconds is None else (seconds - (time.perf_counter() - t)) / (len(runs) - i)
-        found = _family_run(inst, best, lb, share, stop, workers, tight)
-        if tight:
-            tight_found = None if found is None else found.makespan
-        if found is not None and found.makespan < best.makespan:
-            best = found
-        if stop.requested or inst.ticks(best.makespan) <= lb:
-            break
-    found = None if best is dualpipe else best
-    return found, {"makespan": None if found is None else found.makespan,
-                   "seconds": round(time.perf_counter() - t, 2), "tight": tight_found}
-
-
-def _family_run(inst: Instance, hint: Schedule, lb: int, seconds: float | None, stop: Any,
-                workers: int, tight: bool) -> Schedule | None:
-    """One CP-SAT run of :func:`family_model` (see :func:`family_candidate`): its validated
-    schedule, or None."""
-    solver = cp_model.CpSolver()  # with a deadline at most one worker per core, as a window's
-    solver.parameters.num_workers = workers if seconds is None else lns.window_workers(workers)
-    if seconds is None:
-        solver.parameters.max_deterministic_time = FAMILY_DETERMINISTIC_TIME
-    else:
-        solver.parameters.max_time_in_seconds = max(seconds, 0.01)
-    model = family_model(inst, hint, lb, tight)
-    stop.give(solver)
-    if solve_model(solver, model.model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
-    found = model.to_schedule(model.read(solver), "dualpipe-family")
-    return None if validate(found) else found  # never hand on an invalid schedule
-
-
 def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
                       deadline: float | None, seed: int, parameters: Mapping[str, Any] | None,
                       cb: Any, stop: Any, workers: int, method: str,
                       known: tuple[Mapping[str, Schedule], dict[str, Any]],
                       ) -> tuple[Any, int, lns.LnsStats | None]:
     """The window search (:func:`window_search`), then DualPipe's family where it applies
-    (:func:`family_applies`, :func:`family_candidate`; not with the method ``model``, which
-    runs the full model from the best warm start) with :data:`FAMILY_SHARE` of the time
-    left before the search, kept from it; the shorter schedule is the hint (an improvement is
-    reported to ``cb``).  Run after the search, the family never replaces a shorter
-    schedule: as a warm start it led the search on the p = 16 row to 97.5, not 96.5 (§40).
+    (:mod:`cpsched.solver.family`: :func:`~cpsched.solver.family.family_applies`,
+    :func:`~cpsched.solver.family.family_candidate`; not with the method ``model``, which
+    runs the full model from the best warm start) with
+    :data:`~cpsched.solver.family.FAMILY_SHARE` of the time left before the search, kept
+    from it; the shorter schedule is the hint (an improvement is reported to ``cb``).  Run
+    after the search, the family never replaces a shorter schedule: as a warm start it led
+    the search on the p = 16 row to 97.5, not 96.5 (§40).  Before the search, where
+    :func:`~cpsched.solver.family.target_applies`, the tight middle asked for a schedule
+    within 1 % of ``lb`` (:func:`~cpsched.solver.family.target_candidate`, §48) with
+    :data:`~cpsched.solver.family.TARGET_SHARE` of the time left; when it finds one, that
+    is the search's hint and the family does not run.
 
     Args:
         start: ``(hint, horizon, lb)`` as for :func:`window_search`.
         known: the candidates and the ``Result.stats`` so far, which get
-            ``"dualpipe_family"`` (None when it did not run).
+            ``"target"`` and ``"dualpipe_family"`` (None when they did not run).
 
     Returns:
         ``(hint, horizon, the window search's stats)``.
@@ -297,6 +232,15 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
     hint, horizon, lb = start
     candidates, stats = known
     runs = method != "model" and family_applies(inst, candidates, lb)
+    stats["target"] = None
+    if runs and target_applies(inst):
+        seconds = None if deadline is None else TARGET_SHARE * seconds_left(inst, deadline)
+        if seconds is None or seconds >= MIN_WINDOW_SECONDS:
+            hit, stats["target"] = target_candidate(inst, candidates["dualpipe"], lb, seconds,
+                                                    stop, workers)
+            runs = hit is None  # within the target: the search gets the family's time
+            if hit is not None and inst.ticks(hit.makespan) < horizon:
+                hint, horizon = _adopt(inst, hit, cb)
     seconds = None
     if runs and deadline is not None:
         seconds = FAMILY_SHARE * seconds_left(inst, deadline)
@@ -309,10 +253,16 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
         fam, stats["dualpipe_family"] = family_candidate(inst, candidates["dualpipe"], lb,
                                                          seconds, stop, workers)
         if fam is not None and inst.ticks(fam.makespan) < horizon:
-            hint = pair_solution(inst, best_warm_start(inst, {"dualpipe-family": fam})[1])
-            horizon = hint.makespan
-            cb.improved(horizon)
+            hint, horizon = _adopt(inst, fam, cb)
     return hint, horizon, windows
+
+
+def _adopt(inst: Instance, found: Schedule, cb: Any) -> tuple[PairSolution, int]:
+    """``found`` (a family schedule shorter than the hint) as the new hint and horizon
+    (ticks), reported to ``cb``."""
+    hint = pair_solution(inst, best_warm_start(inst, {"dualpipe-family": found})[1])
+    cb.improved(hint.makespan)
+    return hint, hint.makespan
 
 
 def _bound_seconds(deadline: float | None) -> float | None:
@@ -411,12 +361,12 @@ def window_stats(inst: Instance, stats: lns.LnsStats | None) -> dict[str, Any] |
             "seconds": round(stats.seconds, 2), "makespan": inst.from_ticks(stats.makespan)}
 
 
-__all__ = ["FAMILY_DETERMINISTIC_TIME", "FAMILY_MAX_ACTIONS", "FAMILY_SHARE", "METHODS",
+__all__ = ["METHODS",
            "MIN_WINDOW_SECONDS", "MODULO_MIN_ACTIONS", "PAIR_RELAX_DETERMINISTIC_TIME",
            "PAIR_RELAX_MAX_SECONDS",
            "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE", "EXACT_SHARE",
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
            "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL",
-           "check_method", "family_applies", "family_candidate", "family_model", "modulo_candidate",
+           "check_method", "modulo_candidate",
            "pair_relaxation", "pair_windows", "search_and_family", "search_applies",
            "search_share", "tent", "window_search", "window_setup_seconds", "window_stats"]
