@@ -68,7 +68,7 @@ def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]
     worse = best is not None and res.makespan > best + 1e-9
     ws = res.stats.get("window_search")
     window = "-" if ws is None else (
-        f"{res.schedule.extra['warm_start_makespan']:g} -> {ws['makespan']:g} "
+        f"{ws['from']:g} -> {ws['makespan']:g} "
         f"({ws['windows']} windows, {ws['seconds']:g} s)")
     return {
         "instance": inst.name, "actions": inst.n_actions,

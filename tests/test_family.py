@@ -78,5 +78,6 @@ def test_solve_keeps_the_target_schedule_and_skips_the_family() -> None:
     res = solve(inst, workers=1, time_limit=None, parameters={"max_deterministic_time": 2.0})
     assert res.stats["target"]["makespan"] == 59.5
     assert res.stats["dualpipe_family"] is None
+    assert res.stats["window_search"]["from"] == 59.5
     assert res.makespan <= 59.5 and validate(res.schedule) == []
     assert 59 <= res.lower_bound <= res.makespan

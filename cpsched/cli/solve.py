@@ -313,10 +313,8 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; from the warm start or the target's (§48)
         moves = ws.get("plateau_moves", 0)
-        first = (tg["makespan"] if tg is not None and tg["makespan"] is not None
-                 else best.extra["warm_start_makespan"])
         say(f"window search: {ws['windows']} windows in {ws['seconds']:g} s, "
-            f"{fmt(first)} -> {fmt(ws['makespan'])}"
+            f"{fmt(ws['from'])} -> {fmt(ws['makespan'])}"
             + (f" ({moves} plateau moves)" if moves else ""))
     if res.message:
         say(f"note: {res.message}")

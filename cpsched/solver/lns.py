@@ -116,8 +116,9 @@ PAIR_FREE_SHARE = 0.5
 @dataclass
 class LnsStats:
     """What :func:`improve` did: windows solved, windows that made the schedule shorter,
-    plateau moves (as long, work earlier), seconds, the makespan reached (ticks) and each
-    window's size (actions)."""
+    plateau moves (as long, work earlier), seconds, the makespan reached (ticks), each
+    window's size (actions) and the makespan it started from (ticks; set by the caller,
+    :func:`cpsched.solver.prelude.window_search`)."""
 
     windows: int = 0
     improvements: int = 0
@@ -125,6 +126,7 @@ class LnsStats:
     seconds: float = 0.0
     makespan: int = 0
     sizes: list[int] = field(default_factory=list)
+    first: int = 0
 
 
 def improve(inst: Instance, g: nx.DiGraph, starts: Mapping[Action, int], **kw: Any
