@@ -32,8 +32,8 @@ FAMILY_MAX_ACTIONS, FAMILY_SHARE, FAMILY_DETERMINISTIC_TIME = 1536, 0.25, 10.0
 #: DualPipe's uniform shape at m = 2p (docs/modelling.md §48): before the window search, the
 #: tight middle asked for a makespan within TARGET_GAP of the bound gets this share of the
 #: time left, with CP-SAT's full subsolvers TARGET_SUBSOLVERS (none of the interleaved
-#: first-solution or local-search ones).  On the p = 16 row: 95.5 (0.52 %) at 31-69 s,
-#: where the family after the search gave 96 or 96.5
+#: first-solution or local-search ones).  On the p = 16 row: 95.5 (0.52 %) after 24-50 s
+#: of `solve -t 120` (three runs), where the family after the search gave 96 or 96.5
 TARGET_GAP, TARGET_SHARE, TARGET_SUBSOLVERS = 0.01, 0.7, ("default_lp", "no_lp")
 
 

@@ -234,7 +234,7 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
     candidates, stats = known
     runs = method != "model" and family_applies(inst, candidates, lb)
     stats["target"] = None
-    if runs and target_applies(inst):
+    if runs and target_applies(inst) and not stop.requested:
         seconds = None if deadline is None else TARGET_SHARE * seconds_left(inst, deadline)
         if seconds is None or seconds >= MIN_WINDOW_SECONDS:
             hit, stats["target"] = target_candidate(inst, candidates["dualpipe"], lb, seconds,
