@@ -17,7 +17,7 @@ from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.schedules.registry import validated
 from cpsched.solver import lns
-from cpsched.solver.cpsat import solve_model
+from cpsched.solver.cpsat import full_subsolvers, solve_model
 from cpsched.solver.mirror import dualpipe_family_model, grid_cap, tight_middle_applies
 from cpsched.solver.overlap import pair_solution
 from cpsched.solver.pipeline_model import PipelineModel
@@ -31,10 +31,10 @@ from cpsched.validate import validate
 FAMILY_MAX_ACTIONS, FAMILY_SHARE, FAMILY_DETERMINISTIC_TIME = 1536, 0.25, 10.0
 #: DualPipe's uniform shape at m = 2p (docs/modelling.md §48): before the window search, the
 #: tight middle asked for a makespan within TARGET_GAP of the bound gets this share of the
-#: time left, with CP-SAT's full subsolvers TARGET_SUBSOLVERS (none of the interleaved
-#: first-solution or local-search ones).  On the p = 16 row: 95.5 (0.52 %) after 24-50 s
-#: of `solve -t 120` (three runs), where the family after the search gave 96 or 96.5
-TARGET_GAP, TARGET_SHARE, TARGET_SUBSOLVERS = 0.01, 0.7, ("default_lp", "no_lp")
+#: time left, with CP-SAT's full subsolvers (cpsched.solver.cpsat.full_subsolvers).  On
+#: the p = 16 row: 95.5 (0.52 %) after 24-50 s of `solve -t 120` (three runs), where the
+#: family after the search gave 96 or 96.5
+TARGET_GAP, TARGET_SHARE = 0.01, 0.7
 
 
 def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) -> bool:
@@ -133,17 +133,14 @@ def target_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float
     :data:`TARGET_GAP` of ``lb`` (ticks): makespan at most
     :func:`cpsched.solver.mirror.grid_cap`, no objective and no hint (a search for any
     schedule under the cap, docs/modelling.md §48), CP-SAT's full subsolvers
-    :data:`TARGET_SUBSOLVERS` with two workers or more; for ``seconds`` (at most one worker
-    per core) or :data:`FAMILY_DETERMINISTIC_TIME` units when None.  Returns the validated
+    (:func:`cpsched.solver.cpsat.full_subsolvers`) with two workers or more; for
+    ``seconds`` (at most one worker per core) or :data:`FAMILY_DETERMINISTIC_TIME` units
+    when None.  Returns the validated
     schedule (None if none was found) and ``Result.stats["target"]`` (the cap, the
     makespan or None, seconds).  ``stop`` receives the solver (Ctrl-C)."""
     t = time.perf_counter()
     solver = _family_solver(seconds, workers)
-    prm = solver.parameters
-    if prm.num_workers >= 2:
-        prm.num_full_subsolvers = prm.num_workers
-        prm.subsolvers.extend(TARGET_SUBSOLVERS)
-        prm.ignore_subsolvers.extend(("fj", "feasibility_pump", "ls", "rins/rens"))
+    full_subsolvers(solver.parameters)
     model = family_model(inst, dualpipe, lb, tight=True)
     cap = grid_cap(model, lb, TARGET_GAP)
     model.model.add(model.makespan <= cap)
@@ -157,5 +154,5 @@ def target_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float
 
 
 __all__ = ["FAMILY_DETERMINISTIC_TIME", "FAMILY_MAX_ACTIONS", "FAMILY_SHARE", "TARGET_GAP",
-           "TARGET_SHARE", "TARGET_SUBSOLVERS", "family_applies", "family_candidate",
+           "TARGET_SHARE", "family_applies", "family_candidate",
            "family_model", "target_applies", "target_candidate"]

@@ -54,7 +54,7 @@ from ortools.sat.python import cp_model
 from cpsched.actions import Action
 from cpsched.forked import usable_cores
 from cpsched.instance import Instance
-from cpsched.solver.cpsat import solve_model
+from cpsched.solver.cpsat import full_subsolvers, solve_model
 from cpsched.solver.lns_state import Incumbent, Problem, Unit, unit_orders
 from cpsched.solver.lns_window import WindowModel, window_model
 from cpsched.solver.overlap import PairSolution
@@ -396,6 +396,7 @@ def _window_solver(seed: int, deterministic_time: float, left: float | None,
     prm.random_seed = seed
     prm.catch_sigint_signal = False
     prm.max_deterministic_time = max(0.0, deterministic_time)
+    full_subsolvers(prm)  # two workers or more: no interleaved fj/ls (docs/modelling.md §48)
     if left is not None:  # without a deadline only deterministic limits (reproducible)
         prm.max_time_in_seconds = max(0.05, min(seconds, left - 0.1))
     return solver
