@@ -63,6 +63,7 @@ def test_from_the_sequential_schedule_to_the_optimum() -> None:
     assert not validate(out)
     assert seq.makespan == 8 * 4 * 15  # one microbatch at a time
     assert out.makespan == stats.makespan == 165 and stats.improvements >= 1
+    assert stats.first == inst.ticks(seq.makespan)  # where it began: the stats say so
 
 
 def test_memory_limit_is_kept_and_result_reproducible(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -328,12 +329,14 @@ def test_pair_windows_get_their_share_after_pair_free_windows(
 
     monkeypatch.setattr(lns, "search", recorded)
     t0 = time.perf_counter()
-    out, _ = lns.improve_overlap(inst, g, sol, deadline=t0 + 6.0)
+    out, stats = lns.improve_overlap(inst, g, sol, deadline=t0 + 6.0)
     sch = solution_schedule(inst, nx.get_node_attributes(g, "device"),
                             nx.get_node_attributes(g, "duration"), out, "cpsat")
     assert validate(sch) == [] and sch.makespan <= seq.makespan
     assert [pairs for pairs, _ in calls] == [False, True]
     assert calls[0][1] <= t0 + lns.PAIR_FREE_SHARE * 6.0 + 0.1 and calls[1][1] == t0 + 6.0
+    # over both parts the stats begin where the first began: the pair-free start
+    assert stats.first == sol.makespan and inst.ticks(sch.makespan) <= stats.makespan
 
 
 def _improve_pairs(inst: Instance, start: Schedule, **kw: object

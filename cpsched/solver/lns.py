@@ -117,8 +117,8 @@ PAIR_FREE_SHARE = 0.5
 class LnsStats:
     """What :func:`improve` did: windows solved, windows that made the schedule shorter,
     plateau moves (as long, work earlier), seconds, the makespan reached (ticks), each
-    window's size (actions) and the makespan it started from (ticks; set by the caller,
-    :func:`cpsched.solver.prelude.window_search`)."""
+    window's size (actions) and the makespan it started from (ticks: the incumbent's, ASAP,
+    when :func:`search` began; over :func:`improve_overlap`'s two parts the first's)."""
 
     windows: int = 0
     improvements: int = 0
@@ -190,7 +190,7 @@ def improve_overlap(inst: Instance, g: nx.DiGraph, solution: PairSolution, *,
     sol, more = improve_pairs(inst, g, sol, deadline=deadline, stop=stop, **kw)
     return sol, LnsStats(first.windows + more.windows, first.improvements + more.improvements,
                          first.plateau_moves + more.plateau_moves, first.seconds + more.seconds,
-                         more.makespan, first.sizes + more.sizes)
+                         more.makespan, first.sizes + more.sizes, first.first)
 
 
 def search(pb: Problem, orders: list[list[Unit]], *, deadline: float | None = None,
@@ -220,6 +220,7 @@ def search(pb: Problem, orders: list[list[Unit]], *, deadline: float | None = No
     """
     run = _Search(pb, Incumbent(pb, orders), deadline, deterministic_time, seed, lower, stop,
                   on_improve, on_solver, max(1, workers) if deadline is not None else 1)
+    run.stats.first = run.inc.makespan
     _drain_windows(run)
     _sweeps(run)
     run.stats.seconds = time.perf_counter() - run.t_begin

@@ -119,7 +119,6 @@ def window_search(inst: Instance, g: Any, hint: Any, horizon: int, lb: int,
         better, stats = lns.improve(inst, g, hint, **opts)
     else:
         better, stats = lns.improve_overlap(inst, g, hint, **opts)
-    stats.first = horizon
     if stats.makespan >= horizon:
         return hint, horizon, stats
     return better, stats.makespan, stats
