@@ -60,8 +60,9 @@ def test_target_candidate_finds_6p_minus_half_where_it_is_within_one_percent() -
     """At p = 10 the bound is 59 and 59.5 is within 1 % (on the 0.5 grid the cap is 59.5):
     the tight middle finds it; at p = 6 and 8 the cap is the bound itself (35.5 and 47.5
     are 1.4 % and 1.05 % above it), which the family cannot meet (§40 proves 6p - 0.5
-    optimal within it), so nothing is found — one worker, deterministic."""
-    for p, cap, want in ((6, 35, None), (8, 47, None), (10, 59.5, 59.5)):
+    optimal within it), so nothing is found; at p = 12, 71.5 (the outer devices' pairs in
+    contiguous ranges, §49, make it quick) — one worker, deterministic."""
+    for p, cap, want in ((6, 35, None), (8, 47, None), (10, 59.5, 59.5), (12, 71.5, 71.5)):
         inst = _dualpipe_shape(p, 2 * p)
         dualpipe = run_schedule("dualpipe", inst)
         found, stats = family.target_candidate(inst, dualpipe, facade.combinatorial_bound(inst),

@@ -170,7 +170,10 @@ def add_tight_middle(model: PipelineModel) -> int:
     * device ``h - 2`` pairs ``a``'s ``h + k`` for ``k >= 1`` and ``b``'s ``h + k`` for
       ``k <= h - 3``, in the order warm-up, ``b``'s backward 0, ``b``'s forward ``h - 1``,
       (its ``W``), then the pairs alternating;
-    * a device ``d < h - 2`` pairs ``a``'s ``h + k`` for every ``k >= h - 1 - d`` (others free);
+    * a device ``d < h - 2`` pairs ``a``'s ``h + k`` exactly for ``k >= h - 1 - d`` and
+      ``b``'s ``h + k`` for a contiguous range of at least ``d`` values of ``k``
+      (:func:`_outer_b_pairs`; with it CP-SAT finds ``6p - 0.5`` at p = 16 in 3-34 s
+      instead of 23-82 s or not in 100 s, docs/modelling.md §49);
     * the makespan is at least every device's first possible start, plus its busy time (the
       sum of its durations less what each chosen pair saves), plus its shortest tail — a
       bound every schedule meets, stated so that CP-SAT sees how many pairs a makespan needs.
@@ -221,9 +224,27 @@ def add_tight_middle(model: PipelineModel) -> int:
             seq += [dev.a(Kind.F, 2 * h - 1)]
             fix(dev, lambda k: k >= 1, lambda k: k <= h - 3)
         else:
-            fix(dev, lambda k, d=d: True if k >= h - 1 - d else None, lambda k: None)
+            fix(dev, lambda k, d=d: k >= h - 1 - d, lambda k: None)
+            added += _outer_b_pairs(model, dev, h)
         chain(seq)
     return added + add_busy_bound(model)
+
+
+def _outer_b_pairs(model: PipelineModel, dev: _Device, h: int) -> int:
+    """On device ``dev`` (``d < h - 2``) of :func:`add_tight_middle`: the pairs of ``b``'s
+    forward ``h + k`` with ``a``'s backward ``k`` are chosen for a contiguous range of ``k``,
+    at least ``d`` of them (none added when one of them is no candidate).  Returns the number
+    of constraints added."""
+    tm, m = model.timing, model.model
+    lits = [tm.pair.get((dev.b(Kind.F, h + k), dev.a(dev.bk, k))) for k in range(h)]
+    if any(x is None for x in lits):
+        return 0
+    starts = [m.new_bool_var(f"b_pairs_start_{dev.d}_{k}") for k in range(h)]
+    for k, x in enumerate(lits):  # the range starts at k when k is chosen and k - 1 is not
+        m.add(starts[k] >= x - (lits[k - 1] if k else 0))
+    m.add(sum(starts) <= 1)
+    m.add(sum(lits) >= dev.d)
+    return h + 2
 
 
 def add_busy_bound(model: PipelineModel) -> int:
