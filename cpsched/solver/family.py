@@ -32,8 +32,8 @@ FAMILY_MAX_ACTIONS, FAMILY_SHARE, FAMILY_DETERMINISTIC_TIME = 1536, 0.25, 10.0
 #: DualPipe's uniform shape at m = 2p (docs/modelling.md §48): before the window search, the
 #: tight middle asked for a makespan within TARGET_GAP of the bound gets this share of the
 #: time left, with CP-SAT's full subsolvers (cpsched.solver.cpsat.full_subsolvers).  On
-#: the p = 16 row: 95.5 (0.52 %) after 23-82 s in 20 of 25 runs; the other five found none
-#: in 82-101 s, so 85 % instead of 70 % did not find more (§49)
+#: the p = 16 row: 95.5 (0.52 %) in 3-34 s over eight seeds since the outer devices' pairs
+#: are contiguous (§49; before, 23-82 s in 20 of 25 runs, none in 82-101 s in five)
 TARGET_GAP, TARGET_SHARE = 0.01, 0.7
 
 
