@@ -146,6 +146,14 @@ class _Device:
     def b(self, kind: Kind, j: int) -> Action:
         return Action(kind, self.p - 1 - self.d, self.p + j)
 
+    def a_pair(self, k: int) -> Pair:
+        """Pair ``(a, k)``: ``a``'s forward ``p/2 + k`` with ``b``'s backward ``k``."""
+        return self.a(Kind.F, self.p // 2 + k), self.b(self.bk, k)
+
+    def b_pair(self, k: int) -> Pair:
+        """Pair ``(b, k)``: ``b``'s forward ``p/2 + k`` with ``a``'s backward ``k``."""
+        return self.b(Kind.F, self.p // 2 + k), self.a(self.bk, k)
+
     def warmup(self) -> list[Action]:
         """DualPipe's warm-up: ``p - 1 - 2d`` forwards of ``a``, then ``b``'s first, then
         ``d`` times one of ``a`` and one of ``b`` — the device's first ``p`` forwards."""
@@ -201,9 +209,8 @@ def add_tight_middle(model: PipelineModel) -> int:
             b_side: Callable[[int], bool | None]) -> None:
         nonlocal added
         for k in range(h):
-            for f, b, want in ((dev.a(Kind.F, h + k), dev.b(dev.bk, k), a_side(k)),
-                               (dev.b(Kind.F, h + k), dev.a(dev.bk, k), b_side(k))):
-                x = tm.pair.get((f, b))
+            for pair, want in ((dev.a_pair(k), a_side(k)), (dev.b_pair(k), b_side(k))):
+                x = tm.pair.get(pair)
                 if want is not None and x is not None:
                     m.add(x == int(want))
                     added += 1
@@ -236,7 +243,7 @@ def _outer_b_pairs(model: PipelineModel, dev: _Device, h: int) -> int:
     at least ``d`` of them (none added when one of them is no candidate).  Returns the number
     of constraints added."""
     tm, m = model.timing, model.model
-    lits = [tm.pair.get((dev.b(Kind.F, h + k), dev.a(dev.bk, k))) for k in range(h)]
+    lits = [tm.pair.get(dev.b_pair(k)) for k in range(h)]
     if any(x is None for x in lits):
         return 0
     starts = [m.new_bool_var(f"b_pairs_start_{dev.d}_{k}") for k in range(h)]
