@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -237,7 +238,8 @@ def test_solve_reaches_optimal_and_shows_the_gap(browser: WebDriver, server: str
 
 def test_cancel_stops_a_long_solve_and_keeps_the_best(browser: WebDriver,
                                                       server: str) -> None:
-    # instances/scale/p16-dualpipe-m32: never proven within minutes (README: gap 11.7 %)
+    # instances/scale/p16-dualpipe-m32: never proven within minutes (bound 95; the target run
+    # of docs/modelling.md §48 may find 95.5 within seconds, before the click lands)
     open_page(browser, server + "?name=dp&devices=16&microbatches=32&placement=bidirectional"
               "&split_backward=true&forward=1&backward_input=1&backward_weight=1"
               "&overlap_forward_backward=2.5&schedules=dualpipe")
@@ -251,7 +253,11 @@ def test_cancel_stops_a_long_solve_and_keeps_the_best(browser: WebDriver,
     wait(browser, lambda d: text_of(d, "#solve-status").startswith("cancelled"), timeout=60)
     wait(browser, lambda d: text_of(d, "#solve-summary"))
     summary = text_of(browser, "#solve-summary")
-    assert summary.startswith("FEASIBLE: makespan 98.5, lower bound ")
+    # whatever was found before the click is kept: DualPipe's 98.5 or a shorter schedule,
+    # never below the bound and never OPTIMAL (wall-clock decides which one)
+    found = re.match(r"FEASIBLE: makespan ([0-9.]+), lower bound ([0-9.]+)", summary)
+    assert found, summary
+    assert float(found[2]) <= float(found[1]) <= 98.5
     assert "best known schedule that fits: dualpipe 98.5" in summary
     assert browser.find_element(By.ID, "solve").get_attribute("disabled") is None
 
