@@ -10,11 +10,15 @@ the analogs and runs them:
   least 2, even on bidirectional placement); every per-stage list (costs, activations, pair
   durations) resampled by position along the pipeline, so the first stage stays the first
   and the last (with the vocabulary) the last;
-- the memory limit in proportion to the devices (``limit p' / p``: 1F1B's and half of 1F1B's
-  levels), or at a named level with ``--level`` (``vmin`` ``(p' + 4) / 3``, ``vhalf``
-  ``(p' + 2) / 2``, ``1f1b`` ``p'``, ``half1f1b`` ``p' / 2`` microbatches' worth of a
-  device's activation, as ``make_scale_instances.py --random`` draws them); never below what
-  one microbatch needs (:meth:`~cpsched.instance.Instance.min_memory_limit`);
+- the memory limit at a named level (``vmin`` ``(p' + 4) / 3``, ``vhalf`` ``(p' + 2) / 2``,
+  ``1f1b`` ``p'``, ``half1f1b`` ``p' / 2`` microbatches' worth of a device's activation, as
+  ``make_scale_instances.py --random`` draws them): the instance's own level when its limit
+  is one of them (:func:`parent_level`: the shipped V-Half and V-Min rows), or the one
+  ``--level`` names; else in proportion to the devices (``limit p' / p``, or ``--level
+  proportional``).  Never below what one microbatch needs
+  (:meth:`~cpsched.instance.Instance.min_memory_limit`).  Scaling a level row in proportion
+  starves its analogs: V-Min's 6.67 at p = 16 gives 1.67 at p = 4 where V-Min is 2.67, and
+  that analog's gap was 31.7 % against the row's 3.7 % (docs/modelling.md §51);
 - then ``solve`` with its default method for ``-t`` seconds and, with ``--model``, the full
   CP-SAT model alone for as long (its bound is CP-SAT's own).
 
@@ -54,8 +58,29 @@ def resample(values: list[Any], n: int) -> list[Any]:
     return [values[round(j * k / (n - 1))] for j in range(n)]
 
 
+def device_activation(inst: Instance) -> float:
+    """A device's activation per microbatch as the levels count it: the largest stage
+    activation times the chunks per device."""
+    return max(inst.activation) * inst.v
+
+
+def parent_level(inst: Instance) -> str | None:
+    """The named level (:data:`LEVELS`) ``inst``'s memory limit is at — as
+    ``make_scale_instances.py`` writes it, rounded to two decimals — or None (no limit, or
+    none of them)."""
+    limit = inst.memory_limit
+    if limit is None:
+        return None
+    for name, level in LEVELS.items():
+        if abs(round(device_activation(inst) * level(inst.p), 2) - limit) < 1e-6:
+            return name
+    return None
+
+
 def analog(inst: Instance, p: int, level: str | None = None) -> Instance:
-    """``inst``'s shape on ``p`` devices (module docstring).
+    """``inst``'s shape on ``p`` devices (module docstring); ``level`` a name of
+    :data:`LEVELS`, ``"proportional"``, or None for the instance's own
+    (:func:`parent_level`, else proportional).
 
     Raises:
         cpsched.instance.InstanceError: the analog is not a valid instance (e.g. a placement
@@ -76,13 +101,12 @@ def analog(inst: Instance, p: int, level: str | None = None) -> Instance:
             if isinstance(value, list) and len(value) == S0:
                 doc[table][key] = resample(value, S)
     mem = doc.setdefault("memory", {})
+    level = parent_level(inst) if level is None else level
     if "limit" in mem:
-        if level is None:
-            mem["limit"] = round(mem["limit"] * p / p0, 4)
+        if level in LEVELS:
+            mem["limit"] = round(device_activation(inst) * LEVELS[level](p), 4)
         else:
-            act = mem.get("activation", 1.0)
-            act = max(act) if isinstance(act, list) else act
-            mem["limit"] = round(act * inst.v * LEVELS[level](p), 4)
+            mem["limit"] = round(mem["limit"] * p / p0, 4)
         free = dict(doc, memory={k: v for k, v in mem.items() if k != "limit"})
         need = Instance.from_dict(free).min_memory_limit()
         mem["limit"] = max(mem["limit"], need)
@@ -122,8 +146,9 @@ def main() -> None:
                     help="seconds per solve (default 60)")
     ap.add_argument("--model", action="store_true",
                     help="also the full CP-SAT model alone (--method model) for as long")
-    ap.add_argument("--level", choices=sorted(LEVELS),
-                    help="the memory limit at this level (default: in proportion to p)")
+    ap.add_argument("--level", choices=[*sorted(LEVELS), "proportional"],
+                    help="the memory limit at this level (default: the instance's own "
+                         "level if its limit is one, else in proportion to p)")
     ap.add_argument("--write", type=Path, help="write the analog instances here")
     args = ap.parse_args()
     try:
