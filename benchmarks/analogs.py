@@ -13,7 +13,7 @@ the analogs and runs them:
 - the memory limit at a named level (``vmin`` ``(p' + 4) / 3``, ``vhalf`` ``(p' + 2) / 2``,
   ``1f1b`` ``p'``, ``half1f1b`` ``p' / 2`` microbatches' worth of a device's activation, as
   ``make_scale_instances.py --random`` draws them): the instance's own level when its limit
-  is one of them (:func:`parent_level`: the shipped V-Half and V-Min rows), or the one
+  is one of them (:func:`parent_level`; e.g. the shipped V-Half and V-Min rows), or the one
   ``--level`` names; else in proportion to the devices (``limit p' / p``, or ``--level
   proportional``).  Never below what one microbatch needs
   (:meth:`~cpsched.instance.Instance.min_memory_limit`).  Scaling a level row in proportion
