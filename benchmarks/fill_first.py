@@ -3,13 +3,15 @@
 Under a memory limit the combinatorial bound of V placement counts device 0's fill as
 ``n`` first-stage forwards — as many as its limit holds next to one microbatch's other
 stages there — before the first last-stage forward can start, and no idle after. The
-known schedules and the window search's results on the V-Half analogs run fewer (six of
-seven at p = 6, seven of nine at p = 8). This script takes the best known schedule that
+known schedules and some of the window search's results on the V-Half analogs run fewer
+(six of seven at p = 6, seven of nine at p = 8). This script takes the best known schedule that
 fits, moves device 0's first ``n`` first-stage forwards to the front of its order, runs the
 last stage's ``F``, ``R`` and ``W`` of the first ``k`` microbatches one after the other
 after them (``k`` = 1..n, the shortest valid timing kept; the simulator times the orders, the
 validator checks the memory), and runs ``solve`` twice for ``-t`` seconds: with its default
-warm start, and with that filled schedule as its only candidate.
+warm start, and with that filled schedule as its only candidate.  Measured in session 47
+(§51): on V-Half's analogs at p = 4, 6, 8 and V-Min's at p = 4 no gain beyond the window
+search's run-to-run spread.
 
     python benchmarks/fill_first.py FILE [FILE ...] -t 120 [--n N]
 """
