@@ -28,7 +28,7 @@ from bench_table import print_rows
 from cpsched import load_instance, solve, validate
 from cpsched.actions import Action, Kind
 from cpsched.engine.orders import OrderError
-from cpsched.instance import Instance
+from cpsched.instance import Instance, InstanceError
 from cpsched.model import Schedule, gap
 from cpsched.rules import default_kinds
 from cpsched.schedules import run_all
@@ -95,6 +95,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, help="first-stage forwards to front (default: as many "
                                           "as device 0's limit holds)")
     args = ap.parse_args()
+    for f in args.files:
+        try:
+            load_instance(f)
+        except (OSError, InstanceError) as e:
+            ap.exit(2, f"error: {f}: {e}\n")
     print_rows(args.files, lambda f: row(f, args.time_limit, args.n))
 
 
