@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from make_scale_instances import LEVELS
+from make_scale_instances import LEVELS, level_limit
 from scale import best_known
 
 from cpsched import load_instance, solve
@@ -58,12 +58,6 @@ def resample(values: list[Any], n: int) -> list[Any]:
     return [values[round(j * k / (n - 1))] for j in range(n)]
 
 
-def device_activation(inst: Instance) -> float:
-    """A device's activation per microbatch as the levels count it: the largest stage
-    activation times the chunks per device."""
-    return max(inst.activation) * inst.v
-
-
 def parent_level(inst: Instance) -> str | None:
     """The named level (:data:`LEVELS`) ``inst``'s memory limit is at — as
     ``make_scale_instances.py`` writes it, rounded to two decimals — or None (no limit, or
@@ -71,8 +65,8 @@ def parent_level(inst: Instance) -> str | None:
     limit = inst.memory_limit
     if limit is None:
         return None
-    for name, level in LEVELS.items():
-        if abs(round(device_activation(inst) * level(inst.p), 2) - limit) < 1e-6:
+    for name in LEVELS:
+        if abs(level_limit(max(inst.activation), inst.v, name, inst.p) - limit) < 1e-6:
             return name
     return None
 
@@ -104,7 +98,7 @@ def analog(inst: Instance, p: int, level: str | None = None) -> Instance:
     level = parent_level(inst) if level is None else level
     if "limit" in mem:
         if level in LEVELS:
-            mem["limit"] = round(device_activation(inst) * LEVELS[level](p), 4)
+            mem["limit"] = round(max(inst.activation) * inst.v * LEVELS[level](p), 4)
         else:
             mem["limit"] = round(mem["limit"] * p / p0, 4)
         free = dict(doc, memory={k: v for k, v in mem.items() if k != "limit"})

@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 
 from bench_table import print_rows
+from scale import best_fitting
 
 from cpsched import load_instance, solve, validate
 from cpsched.actions import Action, Kind
 from cpsched.engine.orders import OrderError
 from cpsched.instance import Instance, InstanceError
-from cpsched.model import Schedule, gap
+from cpsched.model import Schedule
 from cpsched.rules import default_kinds
-from cpsched.schedules import run_all
 from cpsched.simulate import simulate
 
 
@@ -50,9 +50,7 @@ def filled(inst: Instance, schedule: Schedule, n: int, k: int) -> Schedule | Non
     ``0..n-1``, then the last stage of device 0 (``F``, the backward, ``W``) of microbatches
     ``0..k-1`` in turn, then the rest in the old order; timed by the simulator.  None when
     the orders deadlock or the timing is not valid (the memory limit)."""
-    orders = [[Action(a.kind, a.stage, a.microbatch)
-               for a in sorted((a for a in schedule.actions if a.device == d),
-                               key=lambda a: (a.start, a.end))] for d in range(inst.p)]
+    orders = schedule.orders()
     last = max(inst.stages_of(0))
     head = [Action(Kind.F, 0, j) for j in range(n)] + [
         Action(kind, last, j) for j in range(k) for kind in default_kinds(inst)]
@@ -65,15 +63,17 @@ def filled(inst: Instance, schedule: Schedule, n: int, k: int) -> Schedule | Non
     return None if validate(timed, inst) else timed
 
 
-def row(path: Path, time_limit: float, n: int | None) -> dict[str, object]:
+def row(inst: Instance, time_limit: float, n: int | None) -> dict[str, object]:
     """One instance: the best known schedule, the best filled one, both solves."""
-    inst = load_instance(path)
-    fits = {name: s for name, s in run_all(inst).items() if not validate(s, inst)}
-    name, best = min(fits.items(), key=lambda kv: kv[1].makespan)
+    out: dict[str, object] = {"instance": inst.name, "actions": inst.n_actions}
+    found = best_fitting(inst)
+    if found is None:
+        out["best known"] = "none fits"
+        return out
+    name, best = found
     n = fill_count(inst) if n is None else n
     tries = [s for k in range(1, n + 1) if (s := filled(inst, best, n, k)) is not None]
-    out: dict[str, object] = {"instance": inst.name, "actions": inst.n_actions,
-                              "best known": f"{name} {best.makespan:g}", "n": n}
+    out |= {"best known": f"{name} {best.makespan:g}", "n": n}
     if not tries:
         out["filled"] = "none valid"
         return out
@@ -83,7 +83,7 @@ def row(path: Path, time_limit: float, n: int | None) -> dict[str, object]:
         t0 = time.perf_counter()
         res = solve(inst, time_limit=time_limit, started=t0, candidates=cands)
         out[label] = f"{res.makespan:g} ({time.perf_counter() - t0:.0f} s)"
-        out[f"{label} gap %"] = round(100 * (gap(res.makespan, res.lower_bound) or 0.0), 2)
+        out[f"{label} gap %"] = round(100 * (res.gap or 0.0), 2)
     return out
 
 
@@ -95,12 +95,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, help="first-stage forwards to front (default: as many "
                                           "as device 0's limit holds)")
     args = ap.parse_args()
+    instances = []
     for f in args.files:
         try:
-            load_instance(f)
+            instances.append(load_instance(f))
         except (OSError, InstanceError) as e:
             ap.exit(2, f"error: {f}: {e}\n")
-    print_rows(args.files, lambda f: row(f, args.time_limit, args.n))
+    print_rows(instances, lambda inst: row(inst, args.time_limit, args.n))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,12 @@ LEVELS = {"vmin": lambda p: (p + 4) / 3, "vhalf": lambda p: (p + 2) / 2, "1f1b":
           "half1f1b": lambda p: p / 2}
 
 
+def level_limit(activation: float, v: int, level: str, p: int) -> float:
+    """The memory limit at ``level`` for ``p`` devices with ``v`` chunks of ``activation``
+    each, as the random instances write it (two decimals)."""
+    return round(activation * v * LEVELS[level](p), 2)
+
+
 def profiled(S: int, split: bool) -> dict[str, Any]:
     """Per-stage profiled costs for S stages (stage S-1 holds the output layer)."""
     f = [1.0] * S
@@ -142,7 +148,7 @@ def random_instances(seed: int, n: int, out: Path) -> list[str]:
             memory["released_by_input"] = 0.5
         level = rng.choice(["none", "vmin", "vhalf", "1f1b", "half1f1b"])
         if level != "none":  # in microbatches' worth of a device's activation (act * v)
-            memory["limit"] = round(act * v * LEVELS[level](p), 2)
+            memory["limit"] = level_limit(act, v, level, p)
         name = (f"r{seed}-{k}-p{p}-{placement}-v{v}-m{m}-{'split' if split else 'fused'}-"
                 f"{kind}-{level}")
         write(name, f"random instance {k} of seed {seed}",

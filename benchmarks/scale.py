@@ -31,21 +31,28 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from cpsched.instance import Instance
+    from cpsched.model import Schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = ROOT / "instances" / "scale"
 
 
-def best_known(inst: Instance) -> tuple[str, float | None]:
+def best_fitting(inst: Instance) -> tuple[str, Schedule] | None:
     """The shortest known schedule that fits ``inst``'s memory limit, computed without a
-    deadline: ``(name, makespan)``, or ``("-", None)`` when none fits."""
+    deadline: ``(name, schedule)``, or None when none fits."""
     from cpsched import run_all, validate
 
-    fitting = {n: s.makespan for n, s in run_all(inst).items() if not validate(s, inst)}
+    fitting = {n: s for n, s in run_all(inst).items() if not validate(s, inst)}
     if not fitting:
-        return "-", None
-    name = min(fitting, key=fitting.__getitem__)
+        return None
+    name = min(fitting, key=lambda n: fitting[n].makespan)
     return name, fitting[name]
+
+
+def best_known(inst: Instance) -> tuple[str, float | None]:
+    """:func:`best_fitting`'s ``(name, makespan)``, or ``("-", None)`` when none fits."""
+    found = best_fitting(inst)
+    return ("-", None) if found is None else (found[0], found[1].makespan)
 
 
 def run(path: Path, time_limit: float, workers: int | None) -> dict[str, object]:
