@@ -41,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from bench_table import load_or_exit
 from make_scale_instances import LEVELS, level_limit
 from scale import best_known
 
-from cpsched import load_instance, solve
+from cpsched import solve
 from cpsched.instance import Instance, InstanceError
 from cpsched.model import gap
 
@@ -145,10 +146,7 @@ def main() -> None:
                          "level if its limit is one, else in proportion to p)")
     ap.add_argument("--write", type=Path, help="write the analog instances here")
     args = ap.parse_args()
-    try:
-        inst = load_instance(args.file)
-    except (OSError, InstanceError) as e:
-        ap.exit(2, f"error: {args.file}: {e}\n")
+    inst = load_or_exit(ap, args.file)
     out = args.write or Path(tempfile.mkdtemp(prefix="analogs_"))
     out.mkdir(parents=True, exist_ok=True)
     rows = []

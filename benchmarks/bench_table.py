@@ -1,12 +1,18 @@
 """The table every benchmark prints: each row as soon as it is measured (a long run shows
-its progress and keeps what it measured if stopped), then the whole table (markdown)."""
+its progress and keeps what it measured if stopped), then the whole table (markdown); and
+how a benchmark reads an instance file it is given (a bad one: one line, exit 2)."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TypeVar
 
 import pandas as pd
+
+from cpsched import load_instance
+from cpsched.instance import Instance, InstanceError
 
 T = TypeVar("T")
 
@@ -22,3 +28,12 @@ def print_rows(items: Iterable[T], row: Callable[[T], dict[str, object]]
     print()
     print(pd.DataFrame(rows).to_markdown(index=False))
     return rows
+
+
+def load_or_exit(ap: argparse.ArgumentParser, path: Path) -> Instance:
+    """The instance in ``path``; a missing or invalid file ends the benchmark with one line
+    naming it and the field (``ap.exit``, code 2)."""
+    try:
+        return load_instance(path)
+    except (OSError, InstanceError) as e:
+        ap.exit(2, f"error: {path}: {e}\n")

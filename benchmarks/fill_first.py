@@ -23,13 +23,13 @@ import math
 import time
 from pathlib import Path
 
-from bench_table import print_rows
+from bench_table import load_or_exit, print_rows
 from scale import best_fitting
 
-from cpsched import load_instance, solve, validate
+from cpsched import solve, validate
 from cpsched.actions import Action, Kind
 from cpsched.engine.orders import OrderError
-from cpsched.instance import Instance, InstanceError
+from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.rules import default_kinds
 from cpsched.simulate import simulate
@@ -95,12 +95,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, help="first-stage forwards to front (default: as many "
                                           "as device 0's limit holds)")
     args = ap.parse_args()
-    instances = []
-    for f in args.files:
-        try:
-            instances.append(load_instance(f))
-        except (OSError, InstanceError) as e:
-            ap.exit(2, f"error: {f}: {e}\n")
+    instances = [load_or_exit(ap, f) for f in args.files]
     print_rows(instances, lambda inst: row(inst, args.time_limit, args.n))
 
 

@@ -35,13 +35,13 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from bench_table import print_rows
+from bench_table import load_or_exit, print_rows
 from ortools.sat.python import cp_model
 
-from cpsched import load_instance, validate
+from cpsched import validate
 from cpsched.actions import Action
 from cpsched.graph import memory_buffers
-from cpsched.instance import Instance, InstanceError
+from cpsched.instance import Instance
 from cpsched.rules import dependencies, duration
 from cpsched.schedules.modulo import (
     Pattern,
@@ -51,7 +51,7 @@ from cpsched.schedules.modulo import (
     representatives,
     time_pattern,
 )
-from cpsched.solver.modulo_exact import _memory, pattern_actions
+from cpsched.solver.modulo_exact import _memory, pattern_actions, solved_pattern
 
 
 def earliest(inst: Instance, acts: list[Action]) -> dict[Action, int]:
@@ -126,11 +126,7 @@ def lap_pattern(inst: Instance, period: int, waits: int, seconds: float, workers
     code = solver.solve(m)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, solver.status_name(code)
-    values = {a: solver.value(v) for a, v in off.items()}
-    low = min(values.values())
-    offsets = {a: v - low for a, v in values.items()}
-    return Pattern(period, offsets, max(o + duration(inst, a) for a, o in offsets.items())
-                   ), solver.status_name(code)
+    return solved_pattern(inst, period, solver, off), solver.status_name(code)
 
 
 def row(inst: Instance, period: float, waits: float, seconds: float) -> dict[str, object]:
@@ -156,10 +152,7 @@ def main() -> None:
     ap.add_argument("-t", "--time-limit", type=float, default=30.0,
                     help="seconds per period (default 30)")
     args = ap.parse_args()
-    try:
-        inst = load_instance(args.file)
-    except (OSError, InstanceError) as e:
-        ap.exit(2, f"error: {args.file}: {e}\n")
+    inst = load_or_exit(ap, args.file)
     if args.waits < 0 or args.time_limit <= 0 or min(args.periods) <= 0:
         ap.exit(2, "error: periods and --time-limit must be > 0, --waits >= 0\n")
     print(f"{inst.name}: smallest period any pattern can have "

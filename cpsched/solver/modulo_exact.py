@@ -129,11 +129,17 @@ def exact_pattern(inst: Instance, period: int, hint: Pattern | None = None, *,
     code = solve_model(solver, m)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, solver.status_name(code)
+    return solved_pattern(inst, period, solver, off), solver.status_name(code)
+
+
+def solved_pattern(inst: Instance, period: int, solver: cp_model.CpSolver,
+                   off: dict[Action, Any]) -> Pattern:
+    """The pattern of a solved pattern model: the offsets' values (``off``: action -> its
+    offset variable), shifted so the first starts at 0, and their span (ticks)."""
     values = {a: solver.value(v) for a, v in off.items()}
     low = min(values.values())
     offsets = {a: v - low for a, v in values.items()}
-    return Pattern(period, offsets, max(o + duration(inst, a) for a, o in offsets.items())
-                   ), solver.status_name(code)
+    return Pattern(period, offsets, max(o + duration(inst, a) for a, o in offsets.items()))
 
 
 def _memory(inst: Instance, m: cp_model.CpModel, off: dict[Action, Any],
@@ -203,4 +209,4 @@ def descend(inst: Instance, start: Pattern, deadline: float | None = None,
     return best, {"periods": asked, "period": inst.from_ticks(last.period)}
 
 
-__all__ = ["MAX_PATTERN_ACTIONS", "descend", "exact_pattern", "pattern_actions"]
+__all__ = ["MAX_PATTERN_ACTIONS", "descend", "exact_pattern", "pattern_actions", "solved_pattern"]
