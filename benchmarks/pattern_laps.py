@@ -17,7 +17,7 @@ each).  This model states the same conditions differently, and decides them ther
   ``k·T + d(a) <= o(b) - o(a) <= (k + 1)·T - d(b)``, ``k`` only over the laps the offset
   ranges allow (a handful), which CP-SAT propagates well;
 - memory exactly as ``solve``'s pattern model (the steady state's peak,
-  :func:`cpsched.solver.modulo_exact._memory`).
+  :func:`cpsched.solver.modulo_exact.pattern_memory`).
 
 Each row: the period asked, CP-SAT's answer, the pattern's span and steady-state peak, and
 its timed makespan at the instance's ``m`` (the simulator, validated) — to compare with the
@@ -51,7 +51,7 @@ from cpsched.schedules.modulo import (
     representatives,
     time_pattern,
 )
-from cpsched.solver.modulo_exact import _memory, pattern_actions, solved_pattern
+from cpsched.solver.modulo_exact import pattern_actions, pattern_memory, solved_pattern
 
 
 def earliest(inst: Instance, acts: list[Action]) -> dict[Action, int]:
@@ -115,7 +115,7 @@ def lap_pattern(inst: Instance, period: int, waits: int, seconds: float, workers
         phase = {f: m.new_int_var(0, period - 1, "") for f, _, _ in buffers}
         for f, ph in phase.items():
             m.add(off[f] == m.new_int_var(0, horizon // period, "") * period + ph)
-        _memory(inst, m, off, phase, period, horizon)
+        pattern_memory(inst, m, off, phase, period, horizon)
     span = m.new_int_var(0, horizon + period, "")
     for a in acts:
         m.add(span >= off[a] + duration(inst, a))

@@ -108,7 +108,7 @@ def exact_pattern(inst: Instance, period: int, hint: Pattern | None = None, *,
             m.add(off[a] >= off[b] + duration(inst, b) + lag)
     for ivs in by_dev.values():
         m.add_no_overlap(ivs)
-    _memory(inst, m, off, phase, period, horizon)
+    pattern_memory(inst, m, off, phase, period, horizon)
     span = m.new_int_var(0, horizon + chain, "")
     for a in acts:
         m.add(span >= off[a] + duration(inst, a))
@@ -142,9 +142,11 @@ def solved_pattern(inst: Instance, period: int, solver: cp_model.CpSolver,
     return Pattern(period, offsets, max(o + duration(inst, a) for a, o in offsets.items()))
 
 
-def _memory(inst: Instance, m: cp_model.CpModel, off: dict[Action, Any],
-            phase: dict[Action, Any], period: int, horizon: int) -> None:
-    """The memory condition (module docstring) on every device with a limit."""
+def pattern_memory(inst: Instance, m: cp_model.CpModel, off: dict[Action, Any],
+                   phase: dict[Action, Any], period: int, horizon: int) -> None:
+    """The memory condition (module docstring) on every device with a limit, added to ``m``:
+    ``off`` and ``phase`` map each buffer's forward to its offset and phase variables
+    (ticks, the phase in ``[0, period)``), ``horizon`` bounds every offset."""
     limit, buffers = memory_buffers(inst, representatives(inst))
     if limit is None:
         return
@@ -209,4 +211,5 @@ def descend(inst: Instance, start: Pattern, deadline: float | None = None,
     return best, {"periods": asked, "period": inst.from_ticks(last.period)}
 
 
-__all__ = ["MAX_PATTERN_ACTIONS", "descend", "exact_pattern", "pattern_actions", "solved_pattern"]
+__all__ = ["MAX_PATTERN_ACTIONS", "descend", "exact_pattern", "pattern_actions",
+           "pattern_memory", "solved_pattern"]
