@@ -42,7 +42,7 @@ from cpsched import validate
 from cpsched.actions import Action
 from cpsched.graph import memory_buffers
 from cpsched.instance import Instance
-from cpsched.rules import dependencies, duration
+from cpsched.rules import chain_heads_tails, dependencies, duration
 from cpsched.schedules.modulo import (
     Pattern,
     min_period,
@@ -52,25 +52,6 @@ from cpsched.schedules.modulo import (
     time_pattern,
 )
 from cpsched.solver.modulo_exact import pattern_actions, pattern_memory, solved_pattern
-
-
-def earliest(inst: Instance, acts: list[Action]) -> dict[Action, int]:
-    """Each action's earliest offset (ticks) along its microbatch's chain, no waits."""
-    head: dict[Action, int] = {}
-    todo = list(acts)
-    while todo:  # each pass settles every action whose inputs are settled
-        later = []
-        for a in todo:
-            deps = list(dependencies(inst, a, no_fused))
-            if all(b in head for b, _ in deps):
-                head[a] = max((head[b] + duration(inst, b) + lag for b, lag in deps),
-                              default=0)
-            else:
-                later.append(a)
-        if len(later) == len(todo):
-            raise ValueError("the pattern's dependencies are not a DAG")
-        todo = later
-    return head
 
 
 def _laps(inst: Instance, m: cp_model.CpModel, off: dict[Action, Any],
@@ -101,7 +82,8 @@ def lap_pattern(inst: Instance, period: int, waits: int, seconds: float, workers
     acts = pattern_actions(inst)
     if period <= 0 or any(duration(inst, a) > period for a in acts):
         return None, "INFEASIBLE"
-    head = earliest(inst, acts)
+    heads, _ = chain_heads_tails(inst)  # the same for every microbatch and direction
+    head = {a: heads[a.kind][a.stage] for a in acts}
     m = cp_model.CpModel()
     off = {a: m.new_int_var(head[a], head[a] + waits, "") for a in acts}
     for a in acts:

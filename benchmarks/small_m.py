@@ -96,17 +96,19 @@ def main() -> None:
                    "step >= 1 and 1 <= from <= up-to\n")
     if args.time_limit <= 0:
         ap.exit(2, f"error: --time-limit {args.time_limit}: must be > 0\n")
-    try:
-        with_m(inst, args.up_to)
-    except InstanceError as e:
-        ap.exit(2, f"error: {args.file} with --up-to {args.up_to}: {e}\n")
+    sizes = range(first, args.up_to + 1, step)
+    for m in sizes:  # every m asked is an instance (e.g. even on bidirectional placement)
+        try:
+            with_m(inst, m)
+        except InstanceError as e:
+            ap.exit(2, f"error: {args.file} with {m} microbatches: {e}\n")
     rows: list[dict[str, object]] = []
 
     def one(m: int) -> dict[str, object]:
         rows.append(row(inst, m, args.time_limit, rows[-1] if rows else None))
         return rows[-1]
 
-    print_rows(range(first, args.up_to + 1, step), one)
+    print_rows(sizes, one)
     print(extrapolate(inst, rows, step))
 
 
