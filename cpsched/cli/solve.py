@@ -297,6 +297,10 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
         say(f"tent bound: {fmt(tb['before'])} -> {fmt(tb['bound'])} in {tb['seconds']:g} s "
             f"(memory around each microbatch's turn, devices "
             f"{', '.join(map(str, tb['devices']))})")
+    sb = res.stats.get("span")
+    if sb is not None and sb["bound"] > sb["before"]:  # docs/modelling.md §53
+        say(f"span bound: {fmt(sb['before'])} -> {fmt(sb['bound'])} in {sb['seconds']:g} s "
+            f"(turns of {len(sb['spans']) + 1} microbatches at F({sb['stage']}))")
     pw = res.stats.get("pair_windows")
     if pw is not None and pw["bound"] > pw["before"]:  # docs/modelling.md §28
         say(f"pair window bound: {fmt(pw['before'])} -> {fmt(pw['bound'])} in "

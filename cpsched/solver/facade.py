@@ -41,6 +41,7 @@ from cpsched.solver.prelude import (
     pair_windows,
     search_and_family,
     search_share,
+    span,
     tent,
     window_stats,
 )
@@ -451,20 +452,21 @@ def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
                    bounds: tuple[int, Any, Any, Any, Any], deadline: float | None,
                    stop: TrackedStop, workers: int = 1,
                    ) -> tuple[str, Any, int, int, dict[str, Any]]:
-    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent bound, the
-    pair window bound and the one-device relaxation with pairs from the combinatorial one
-    against that horizon (docs/modelling.md §24, §28, §29): also the bound (ticks) and the
-    ``Result.stats`` of these steps (``modulo``, ``tent``, ``pair_windows``,
+    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent, span and
+    pair window bounds and the one-device relaxation with pairs from the combinatorial one
+    against that horizon (docs/modelling.md §24, §53, §28, §29): also the bound (ticks) and
+    the ``Result.stats`` of these steps (``modulo``, ``tent``, ``span``, ``pair_windows``,
     ``pair_relaxation``).  ``bounds``: :func:`_bounds`; with more than one search
     ``workers`` the relaxations run side by side (§36)."""
     lb, g, ht, pair_ht, ordered = bounds
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop, workers)
     lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop, pair_ht)
+    lb, spans = span(inst, g, ordered, lb, horizon, deadline, stop, workers)  # §53
     lb, windows = pair_windows(inst, g, pair_ht, lb, horizon, deadline, stop)
     lb, relaxed = pair_relaxation(inst, g, pair_ht and (pair_ht[0], ordered), lb, horizon,
                                   deadline, stop, parallel=workers > 1)
     return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents, "pair_windows": windows,
-                                     "pair_relaxation": relaxed}
+                                     "pair_relaxation": relaxed, "span": spans}
 
 
 def _model(inst: Instance, hint: Any, horizon: int, lb: int) -> PipelineModel:

@@ -1,6 +1,7 @@
 """What :func:`cpsched.solver.facade.solve` runs before the full model: the modulo schedule
 as one more warm-start candidate on large instances (docs/modelling.md §22), the tent bound
-where memory sets the pace (§24), the pair window bound where F&B pairs may overlap (§28),
+where memory sets the pace (§24), the span bound where a device holds the turns of only a few
+microbatches (§53), the pair window bound where F&B pairs may overlap (§28),
 and the window search that shortens the warm start (§17) — after it, under bidirectional
 placement, DualPipe's family (§40) — with the shares of the time limit they get.
 
@@ -33,6 +34,8 @@ from cpsched.solver.family import (
 from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.relaxation import may_follow_search, relaxation_bound, relaxed_devices
 from cpsched.solver.search_run import seconds_left
+from cpsched.solver.span_bound import applies as span_applies
+from cpsched.solver.span_bound import span_bound
 from cpsched.solver.warm_start import best_warm_start
 from cpsched.tent_bound import applies, tent_bound
 
@@ -291,6 +294,33 @@ def tent(inst: Instance, g: Any, ht: Any, lb: int, upper: int, deadline: float |
     return r.bound, {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
                      "devices": list(r.devices), "cell": inst.from_ticks(r.cell),
                      "complete": r.complete, "seconds": round(r.seconds, 2)}
+
+
+#: share of the time left the span bound may take, and its most seconds (docs/modelling.md
+#: §53: the p = 8 analog of the limit-8 row took 12 s for its three small models)
+SPAN_SHARE, SPAN_MAX_SECONDS = 0.15, 20.0
+
+
+def span(inst: Instance, g: Any, ordered: Any, lb: int, upper: int, deadline: float | None,
+         stop: Any, workers: int = 1) -> tuple[int, dict[str, Any] | None]:
+    """The span bound (:mod:`cpsched.solver.span_bound`, docs/modelling.md §53) when it
+    applies and a gap to ``upper`` (a known makespan, ticks) is open, within
+    :data:`SPAN_SHARE` of the time left (at most :data:`SPAN_MAX_SECONDS`; without a
+    deadline each small model within its deterministic limit): the bound (ticks, at least
+    ``lb``) and ``Result.stats["span"]`` (None when it did not run).  ``ordered``: the heads
+    and tails of every FIFO schedule (with the implied orders, docs/modelling.md §30)."""
+    if not span_applies(inst) or lb >= upper or stop.requested:
+        return lb, None
+    wall = None if deadline is None else min(SPAN_SHARE * (deadline - time.perf_counter()),
+                                             SPAN_MAX_SECONDS)
+    if wall is not None and wall < 0.2:
+        return lb, None
+    r = span_bound(inst, ordered, lambda a: g.nodes[a]["duration"], lb, upper,
+                   time_limit=wall, workers=workers, stopped=lambda: stop.requested,
+                   on_solver=stop.give)
+    return r.bound, {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
+                     "stage": r.stage, "spans": [inst.from_ticks(v) for v in r.spans],
+                     "solved": list(r.solved), "seconds": round(r.seconds, 2)}
 
 
 def pair_windows(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,

@@ -140,7 +140,7 @@ def _memory(inst: Instance, rm: RelaxedModel, horizon: int, dev: DeviceActions) 
             m.add(start[f] >= end[rel])
 
 
-def _relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
+def relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
                    upper: int) -> RelaxedModel:
     """The relaxation of one device (``dev``, durations in ticks) as a CP-SAT model whose
     makespan lies in ``[lower, upper]`` (ticks), with overlapped pairs when the instance
@@ -153,7 +153,7 @@ def _relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: in
 
 def _plain_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
                  upper: int) -> RelaxedModel:
-    """The relaxation without pairs (:func:`_relaxed_model`) before its memory: every action
+    """The relaxation without pairs (:func:`relaxed_model`) before its memory: every action
     alone, ends ``start + duration``."""
     head, tail = ht
     dur = dev.dur
@@ -232,7 +232,7 @@ def _ladder(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int, uppe
     while lo < hi and budget.left() and not stopped():
         t = min(hi - 1, lo + step - 1)
         began = time.perf_counter()
-        rm = _relaxed_model(inst, ht, dev, lo, t)
+        rm = relaxed_model(inst, ht, dev, lo, t)
         built = time.perf_counter() - began
         solver = _solver(min(budget.deterministic, units),
                          None if wall is None else min(budget.wall - built, wall), on_solver)
@@ -247,6 +247,19 @@ def _ladder(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int, uppe
         else:
             step = max(1, step // 2)
     return lo, hi
+
+
+def kept_actions(inst: Instance, g: nx.DiGraph, d: int | tuple[int, ...]) -> DeviceActions:
+    """The actions of device ``d`` (or of a group of devices, a tuple) with their durations
+    and the lags between them through the other devices, as the relaxation keeps them."""
+    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
+    rel = overlap_relaxed_durations(inst, g)  # the durations themselves without pairs
+    device = nx.get_node_attributes(g, "device")
+    group = isinstance(d, tuple)
+    kept = set(d) if group else {d}
+    nodes = [a for a in g if device[a] in kept]
+    return DeviceActions(nodes, dur, rel, _device_lags(inst, g, rel, nodes),
+                         {a: device[a] for a in nodes} if group else None)
 
 
 def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int | tuple[int, ...],
@@ -273,14 +286,8 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int | tuple[i
         :class:`DeviceRelaxation` whose ``bound`` is proven (at least ``lower``, at most
         ``upper``); ``solved`` when it is the relaxation's optimum.
     """
-    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
-    rel = overlap_relaxed_durations(inst, g)  # the durations themselves without pairs
-    device = nx.get_node_attributes(g, "device")
+    dev = kept_actions(inst, g, d)
     group = isinstance(d, tuple)
-    kept = set(d) if group else {d}
-    nodes = [a for a in g if device[a] in kept]
-    dev = DeviceActions(nodes, dur, rel, _device_lags(inst, g, rel, nodes),
-                        {a: device[a] for a in nodes} if group else None)
     # a group minimises at once: its ladder's questions just below the optimum stay
     # undecided where minimising proves it (docs/modelling.md §31)
     share = 0.0 if group else LADDER_SHARE
@@ -295,7 +302,7 @@ def relax_device(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int | tuple[i
     if budget.wall is not None and time_limit is not None:
         budget.wall += time_limit * (1 - share)
     began = time.perf_counter()
-    rm = _relaxed_model(inst, ht, dev, lo, hi)
+    rm = relaxed_model(inst, ht, dev, lo, hi)
     rm.model.minimize(rm.makespan)
     built = time.perf_counter() - began
     solver = _solver(budget.deterministic, None if budget.wall is None else budget.wall - built,
