@@ -47,8 +47,9 @@ from cpsched.solver.cpsat import solve_model
 from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.relaxation import kept_actions, relaxed_model
 
-#: Most actions of a small model (``(n + 1)`` microbatches): p = 8 loop v = 4 split (96 a
-#: microbatch) solved ``n = 3`` (384 actions) in 2 s, left ``n = 2`` and ``n = 4`` open in 60 s
+#: Most actions of a small model (``(n + 1)`` microbatches): on p = 8 loop v = 4 split (96 a
+#: microbatch) eight workers solved ``n = 1, 2, 3`` (up to 384 actions) within 15 s; the
+#: limit-24 row's p = 6 analog (24 a microbatch) up to ``n = 16`` within 120 s (§53)
 MAX_SPAN_ACTIONS = 400
 #: Deterministic CP-SAT units per small model (p = 4 loop v = 4 split, two microbatches:
 #: 0.04-0.08 s; p = 8, four microbatches: 2 s)
@@ -56,7 +57,8 @@ SPAN_DETERMINISTIC_TIME = 1.0
 #: Share of a small model's limits for its device alone first (solved at once where it is
 #: solved at all: p = 8 loop v = 4, three microbatches, 0.2 s with eight workers)
 RELAXED_SHARE = 0.3
-#: Larger models are not tried after this many in a row that CP-SAT did not solve
+#: Larger models are not tried after this many in a row that CP-SAT did not solve (a larger
+#: one is harder still)
 MAX_MISSES = 1
 
 
@@ -227,8 +229,8 @@ def span_bound(inst: Instance, ht: HeadsTails, duration: Callable[[Action], int]
                on_solver: Callable[[cp_model.CpSolver], None] | None = None) -> SpanBound:
     """The span bound (module docstring) from ``lower`` against ``upper`` (ticks):
     ``Δ_1, Δ_2, …`` for the :func:`marker` while the small model stays within
-    :data:`MAX_SPAN_ACTIONS`, CP-SAT has solved one of the last :data:`MAX_MISSES`, time is
-    left and ``stopped()`` is false.
+    :data:`MAX_SPAN_ACTIONS`, fewer than :data:`MAX_MISSES` in a row were left unsolved,
+    time is left and ``stopped()`` is false.
 
     Args:
         ht: heads and tails of every FIFO schedule (ticks, per action).
