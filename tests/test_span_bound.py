@@ -45,18 +45,19 @@ def _upper(inst: Instance) -> int:
     return best_warm_start(inst, facade._known(inst, None, time.perf_counter(), 1))[2]  # noqa: SLF001
 
 
-def _bound(inst: Instance, **kw: object) -> tuple[int, object]:
-    """The combinatorial bound and the span bound from it (one worker, deterministic)."""
+def _bound(inst: Instance, upper: int | None = None, **kw: object) -> tuple[int, object]:
+    """The combinatorial bound and the span bound from it against ``upper`` (ticks; default
+    :func:`_upper`), one worker, deterministic."""
     lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
-    r = span_bound(inst, ordered, lambda a: g.nodes[a]["duration"], lb, _upper(inst),
-                   **kw)  # type: ignore[arg-type]
+    r = span_bound(inst, ordered, lambda a: g.nodes[a]["duration"], lb,
+                   _upper(inst) if upper is None else upper, **kw)  # type: ignore[arg-type]
     return lb, r
 
 
-def _optimum(inst: Instance) -> int | None:
-    """The optimum (ticks) of the full model alone, without any of our bounds; None if
-    CP-SAT does not prove it within its deterministic limit."""
-    pm = PipelineModel(inst, _upper(inst), 0)
+def _optimum(inst: Instance, upper: int) -> int | None:
+    """The optimum (ticks) of the full model alone (horizon ``upper``), without any of our
+    bounds; None if CP-SAT does not prove it within its deterministic limit."""
+    pm = PipelineModel(inst, upper, 0)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.max_deterministic_time = 20.0
@@ -150,10 +151,13 @@ def test_never_above_the_optimum(p: int, v: int, m: int, placement: str, split: 
     inst = make(p, v, m, F=1.0, B=None if split else 2.0, I=1.0 if split else None,
                 W=0.5 if split else None, placement=placement, latency=latency,
                 activation=0.5, limit=0.5 * v + extra, name="prop")
-    opt = _optimum(inst)
-    if opt is None or not applies(inst):
+    if not applies(inst):
         return
-    _, r = _bound(inst, deterministic_time=0.5)
+    upper = _upper(inst)
+    opt = _optimum(inst, upper)
+    if opt is None:
+        return
+    _, r = _bound(inst, upper, deterministic_time=0.5)
     assert r.bound <= opt  # type: ignore[attr-defined]
 
 

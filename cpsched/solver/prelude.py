@@ -268,12 +268,13 @@ def _adopt(inst: Instance, found: Schedule, cb: Any) -> tuple[PairSolution, int]
     return hint, hint.makespan
 
 
-def _bound_seconds(deadline: float | None) -> float | None:
-    """Seconds for a bound's LPs: :data:`TENT_SHARE` of the time left, at most
-    :data:`TENT_MAX_SECONDS` (None without a deadline)."""
+def _bound_seconds(deadline: float | None, share: float = TENT_SHARE,
+                   most: float = TENT_MAX_SECONDS) -> float | None:
+    """Seconds for a bound: ``share`` of the time left, at most ``most`` (default the tent
+    bound's :data:`TENT_SHARE`, :data:`TENT_MAX_SECONDS`; None without a deadline)."""
     if deadline is None:
         return None
-    return min(TENT_SHARE * (deadline - time.perf_counter()), TENT_MAX_SECONDS)
+    return min(share * (deadline - time.perf_counter()), most)
 
 
 def tent(inst: Instance, g: Any, ht: Any, lb: int, upper: int, deadline: float | None,
@@ -311,8 +312,7 @@ def span(inst: Instance, g: Any, ordered: Any, lb: int, upper: int, deadline: fl
     and tails of every FIFO schedule (with the implied orders, docs/modelling.md §30)."""
     if not span_applies(inst) or lb >= upper or stop.requested:
         return lb, None
-    wall = None if deadline is None else min(SPAN_SHARE * (deadline - time.perf_counter()),
-                                             SPAN_MAX_SECONDS)
+    wall = _bound_seconds(deadline, SPAN_SHARE, SPAN_MAX_SECONDS)
     if wall is not None and wall < 0.2:
         return lb, None
     r = span_bound(inst, ordered, lambda a: g.nodes[a]["duration"], lb, upper,

@@ -141,7 +141,7 @@ def _memory(inst: Instance, rm: RelaxedModel, horizon: int, dev: DeviceActions) 
 
 
 def relaxed_model(inst: Instance, ht: HeadsTails, dev: DeviceActions, lower: int,
-                   upper: int) -> RelaxedModel:
+                  upper: int) -> RelaxedModel:
     """The relaxation of one device (``dev``, durations in ticks) as a CP-SAT model whose
     makespan lies in ``[lower, upper]`` (ticks), with overlapped pairs when the instance
     has an overlap cost (:func:`cpsched.solver.relaxation_pairs.pair_relaxed_model`)."""

@@ -76,16 +76,19 @@ class SpanBound:
     seconds: float
 
 
+def _turns(inst: Instance, d: int) -> float:
+    """How many microbatches' full activations (every stage of device ``d``) its limit
+    holds (infinite without a limit or activations)."""
+    held = sum(inst.activation[s] for s in inst.stages_of(d))
+    return (inst.memory_limit or math.inf) / held if held > 0 else math.inf
+
+
 def peak_count(inst: Instance) -> int:
     """How many microbatches' turns fit at once on the tightest device: the fewest
-    ``⌊limit / (sum of the device's stage activations)⌋`` (at least 1; a large number
-    without a limit)."""
-    limit = inst.memory_limit
-    if limit is None:
-        return inst.m
-    counts = [math.floor(limit / held + 1e-9) for d in range(inst.p)
-              if (held := sum(inst.activation[s] for s in inst.stages_of(d))) > 0]
-    return max(1, min(counts, default=inst.m))
+    ``⌊limit / (sum of the device's stage activations)⌋`` (at least 1; ``m`` without a
+    limit)."""
+    fewest = min(_turns(inst, d) for d in range(inst.p))
+    return inst.m if math.isinf(fewest) else max(1, math.floor(fewest + 1e-9))
 
 
 def applies(inst: Instance) -> bool:
@@ -104,13 +107,24 @@ def marker(inst: Instance) -> int:
     :func:`peak_count`; the lowest device of those) — where a microbatch holds all of the
     device's activations.  On p = 4 loop v = 4 (limit one microbatch) every device's last
     stage gives ``Δ_1`` = 22.72, stage 0 only 21.338."""
-    limit = inst.memory_limit or math.inf
+    return max(inst.stages_of(min(range(inst.p), key=lambda d: (_turns(inst, d), d))))
 
-    def count(d: int) -> float:
-        held = sum(inst.activation[s] for s in inst.stages_of(d))
-        return limit / held if held > 0 else math.inf
 
-    return max(inst.stages_of(min(range(inst.p), key=lambda d: (count(d), d))))
+@dataclass(frozen=True)
+class _Limits:
+    """One CP-SAT run's limits: deterministic units and wall seconds (None: none), workers,
+    and the callback given each solver (Ctrl-C: its ``stop_search()``)."""
+
+    deterministic_time: float | None
+    time_limit: float | None
+    workers: int
+    on_solver: Callable[[cp_model.CpSolver], None] | None
+
+    def share(self, part: float) -> _Limits:
+        """These limits cut to ``part`` of them."""
+        return replace(self, **{k: None if v is None else v * part for k, v in
+                                (("deterministic_time", self.deterministic_time),
+                                 ("time_limit", self.time_limit))})
 
 
 def _solve_span(model: cp_model.CpModel, start: Mapping[Action, Any], stage: int, n: int,
@@ -136,23 +150,6 @@ def _solve_span(model: cp_model.CpModel, start: Mapping[Action, Any], stage: int
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return floor, False
     return max(floor, math.ceil(solver.best_objective_bound - 1e-6)), status == cp_model.OPTIMAL
-
-
-@dataclass(frozen=True)
-class _Limits:
-    """One CP-SAT run's limits: deterministic units and wall seconds (None: none), workers,
-    and the callback given each solver (Ctrl-C: its ``stop_search()``)."""
-
-    deterministic_time: float | None
-    time_limit: float | None
-    workers: int
-    on_solver: Callable[[cp_model.CpSolver], None] | None
-
-    def share(self, part: float) -> _Limits:
-        """These limits cut to ``part`` of them."""
-        return replace(self, **{k: None if v is None else v * part for k, v in
-                                (("deterministic_time", self.deterministic_time),
-                                 ("time_limit", self.time_limit))})
 
 
 def min_span(inst: Instance, stage: int, n: int, upper: int, *,
@@ -184,9 +181,10 @@ def min_span(inst: Instance, stage: int, n: int, upper: int, *,
                        kept_actions(sub, g, sub.device_of(stage)), 0, 2 * upper)
     low, _ = _solve_span(rm.model, rm.start, stage, n, upper, 0, limits.share(RELAXED_SHARE))
     if time_limit is not None:
-        limits = replace(limits, time_limit=time_limit - (time.perf_counter() - t0))
-        if limits.time_limit is not None and limits.time_limit < 0.05:
+        rest = time_limit - (time.perf_counter() - t0)
+        if rest < 0.05:
             return low, False
+        limits = replace(limits, time_limit=rest)
     pm = PipelineModel(sub, 2 * upper, 0)
     if deterministic_time is not None:
         limits = limits.share(1 - RELAXED_SHARE)
