@@ -301,6 +301,10 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     if sb is not None and sb["bound"] > sb["before"]:  # docs/modelling.md §53
         say(f"span bound: {fmt(sb['before'])} -> {fmt(sb['bound'])} in {sb['seconds']:g} s "
             f"(turns of {len(sb['spans']) + 1} microbatches at F({sb['stage']}))")
+    cb = res.stats.get("count")
+    if cb is not None and cb["bound"] > cb["before"]:  # docs/modelling.md §55
+        say(f"counting bound: {fmt(cb['before'])} -> {fmt(cb['bound'])} in {cb['seconds']:g} s "
+            f"(device {cb['device']}'s counts on a grid of {fmt(cb['grid'])}, {cb['lps']} LPs)")
     pw = res.stats.get("pair_windows")
     if pw is not None and pw["bound"] > pw["before"]:  # docs/modelling.md §28
         say(f"pair window bound: {fmt(pw['before'])} -> {fmt(pw['bound'])} in "

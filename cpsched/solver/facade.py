@@ -36,6 +36,7 @@ from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel, solution_schedule
 from cpsched.solver.prelude import (
     check_method,
+    count,
     modulo_candidate,
     pair_relaxation,
     pair_windows,
@@ -462,11 +463,13 @@ def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop, workers)
     lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop, pair_ht)
     lb, spans = span(inst, g, ordered, lb, horizon, deadline, stop, workers)  # §53
+    lb, counts = count(inst, g, ordered, lb, horizon, deadline, stop)  # §55
     lb, windows = pair_windows(inst, g, pair_ht, lb, horizon, deadline, stop)
     lb, relaxed = pair_relaxation(inst, g, pair_ht and (pair_ht[0], ordered), lb, horizon,
                                   deadline, stop, parallel=workers > 1)
     return warm, hint, horizon, lb, {"modulo": pattern, "tent": tents, "pair_windows": windows,
-                                     "pair_relaxation": relaxed, "span": spans}
+                                     "pair_relaxation": relaxed, "span": spans,
+                                     "count": counts}
 
 
 def _model(inst: Instance, hint: Any, horizon: int, lb: int) -> PipelineModel:

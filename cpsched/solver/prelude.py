@@ -23,6 +23,8 @@ from cpsched.model import Schedule
 from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
 from cpsched.solver import lns, modulo_exact
+from cpsched.solver.count_bound import applies as count_applies
+from cpsched.solver.count_bound import count_bound
 from cpsched.solver.family import (
     FAMILY_SHARE,
     TARGET_SHARE,
@@ -32,7 +34,12 @@ from cpsched.solver.family import (
     target_candidate,
 )
 from cpsched.solver.overlap import PairSolution, pair_solution
-from cpsched.solver.relaxation import may_follow_search, relaxation_bound, relaxed_devices
+from cpsched.solver.relaxation import (
+    may_follow_search,
+    pressured_devices,
+    relaxation_bound,
+    relaxed_devices,
+)
 from cpsched.solver.search_run import seconds_left
 from cpsched.solver.span_bound import applies as span_applies
 from cpsched.solver.span_bound import span_bound
@@ -323,6 +330,32 @@ def span(inst: Instance, g: Any, ordered: Any, lb: int, upper: int, deadline: fl
                      "solved": list(r.solved), "seconds": round(r.seconds, 2)}
 
 
+#: share of the time left the counting bound may take, and its most seconds (docs/modelling.md
+#: §55: a device LP of 10 000 variables solves in about 1.5 s, 5-15 of them a bound)
+COUNT_SHARE, COUNT_MAX_SECONDS = 0.12, 15.0
+
+
+def count(inst: Instance, g: Any, ordered: Any, lb: int, upper: int, deadline: float | None,
+          stop: Any) -> tuple[int, dict[str, Any] | None]:
+    """The counting bound (:mod:`cpsched.solver.count_bound`, docs/modelling.md §55) of the
+    most pressured device when it applies and a gap to ``upper`` (a known makespan, ticks)
+    is open, within :data:`COUNT_SHARE` of the time left (at most
+    :data:`COUNT_MAX_SECONDS`): the bound (ticks, at least ``lb``) and
+    ``Result.stats["count"]`` (None when it did not run).  ``ordered``: the heads and tails
+    of every FIFO schedule (docs/modelling.md §30)."""
+    if not count_applies(inst) or lb >= upper or stop.requested:
+        return lb, None
+    wall = _bound_seconds(deadline, COUNT_SHARE, COUNT_MAX_SECONDS)
+    if wall is not None and wall < 0.5:
+        return lb, None
+    devices = pressured_devices(inst, g, ordered, 1)
+    r = count_bound(inst, g, ordered, lb, upper, devices, time_limit=wall,
+                    stopped=lambda: stop.requested)
+    return r.bound, {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
+                     "device": r.device, "grid": inst.from_ticks(r.grid), "lps": r.lps,
+                     "complete": r.complete, "seconds": round(r.seconds, 2)}
+
+
 def pair_windows(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
                  deadline: float | None, stop: Any) -> tuple[int, dict[str, Any] | None]:
     """The pair window bound (:mod:`cpsched.pair_window_bound`, docs/modelling.md §28) with
@@ -399,6 +432,6 @@ __all__ = ["METHODS",
            "MODULO_MIN_ACTIONS_LIMITED", "MODULO_SHARE", "EXACT_SHARE",
            "TENT_MAX_SECONDS", "TENT_SHARE", "WINDOW_DETERMINISTIC_TIME",
            "WINDOW_SETUP_SECONDS_PER_ACTION", "WINDOW_SHARE", "WINDOW_SHARE_SMALL",
-           "check_method", "modulo_candidate",
+           "COUNT_MAX_SECONDS", "COUNT_SHARE", "check_method", "count", "modulo_candidate",
            "pair_relaxation", "pair_windows", "search_and_family", "search_applies",
            "search_share", "tent", "window_search", "window_setup_seconds", "window_stats"]

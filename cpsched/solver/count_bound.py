@@ -1,0 +1,322 @@
+"""The counting bound: one device's relaxation as a time-indexed LP of counts
+(docs/modelling.md §55).
+
+Keep one device as the one-device relaxation does (docs/modelling.md §21: its actions, one
+at a time, its memory limit; the other devices shrink to lags along the chains), and use
+that every microbatch of a direction is the same and, by FIFO (§1), runs each of the
+device's action types — ``(kind, stage, direction)`` — in microbatch order.  A schedule of
+the device is then described by counts: ``N_k(t)``, how many actions of type ``k`` started
+by slot ``t``.  On a grid of ``g`` ticks (slot ``t`` = ``[t·g, (t+1)·g)``) every constraint
+is linear in the counts:
+
+* precedence ``a → b`` of one microbatch with start-to-start lag ``L``:
+  ``N_b(t) <= N_a(t − ⌊L/g⌋)``;
+* one action at a time: ``Σ_k N_k(t) − N_k(t − ⌊d_k/g⌋) <= 1`` (actions in progress);
+* memory: ``Σ amount · (N_F(t) − N_release(t − ⌊d_release/g⌋)) <= limit`` (buffers live);
+* heads and tails: the ``j``-th action of a type starts no earlier than its head and early
+  enough for its tail; with a makespan of ``T`` slots, ``N_k`` is bounded above by how many
+  heads have passed and below by how many deadlines have.
+
+**Soundness.** Map a schedule of makespan ``M`` to slots ``⌊s/g⌋``.  Since
+``⌊x + y⌋ >= ⌊x⌋ + ⌊y⌋``, precedences, one-at-a-time and heads hold with the floored lags
+and durations, the tails with ``T = ⌊M/g⌋``, and every buffer live in slot ``t`` on the
+grid is live at ``(t + 1)·g − ε`` in the schedule (it starts before ``(t + 1)·g`` and ends
+after it), so the grid's memory never exceeds the schedule's.  So the integer program is
+feasible at ``T = ⌊M/g⌋``, and so is its LP relaxation; if the LP is infeasible at every
+``T < K``, then ``⌊M/g⌋ >= K`` and ``M >= K·g``.  Any ``g`` gives a bound; a ``g`` that
+divides the durations and lags loses nothing to the floors.
+
+The LP sees what the interval model's relaxation does not: how the memory limit paces a
+device that must keep its turns of many microbatches in flight (a seed-50 p16 loop v4
+instance at V-Min's memory: 689 → 704, the interval relaxation nowhere near; §55).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+from ortools.linear_solver import pywraplp
+
+from cpsched.actions import Action
+from cpsched.core import HeadsTails
+from cpsched.graph import memory_buffers
+from cpsched.instance import Instance
+from cpsched.schedules.transforms import direction
+from cpsched.solver.relaxation import kept_actions
+
+#: Most LP variables (types × slots) of one device; the grid coarsens until it fits.
+MAX_VARIABLES = 10_000
+#: Least share of the device's work a coarse grid must keep (floored durations over the
+#: durations), else the LP is not solved: it would lose more than it can gain (§55).
+MIN_KEPT = 0.9
+
+TypeKey = tuple[str, int, int]  # (kind, stage, direction)
+
+
+@dataclass(frozen=True)
+class CountBound:
+    """Outcome of :func:`count_bound`: the ``bound`` (ticks, proven), the ``device``, the
+    grid (``grid`` ticks a slot, ``slots`` of them at the upper end), the LPs solved, the
+    ``seconds``, and whether the search ended (``complete``) rather than ran out of time."""
+
+    bound: int
+    device: int | None
+    grid: int
+    slots: int
+    lps: int
+    seconds: float
+    complete: bool
+
+
+def applies(inst: Instance) -> bool:
+    """A memory limit and no overlap cost (with one, a device's F&B pair runs two actions
+    at once; the relaxation with pairs covers that, docs/modelling.md §29)."""
+    return inst.memory_limit is not None and inst.overlap_forward_backward is None
+
+
+@dataclass
+class _Type:
+    """One action type of the kept device: its duration (ticks) and, in FIFO order, each
+    microbatch's head and tail (ticks)."""
+
+    dur: int
+    heads: list[int]
+    tails: list[int]
+
+
+def _key(inst: Instance, a: Action) -> TypeKey:
+    return (a.kind.value, a.stage, direction(inst, a.microbatch))
+
+
+def _types(inst: Instance, nodes: list[Action], dur: dict[Action, int],
+           ht: HeadsTails) -> dict[TypeKey, _Type]:
+    """The device's action types, each with its microbatches in FIFO (index) order."""
+    head, tail = ht
+    by: dict[TypeKey, list[Action]] = {}
+    for a in nodes:
+        by.setdefault(_key(inst, a), []).append(a)
+    out = {}
+    for k, acts in by.items():
+        acts.sort(key=lambda a: a.microbatch)
+        out[k] = _Type(min(dur[a] for a in acts), [head[a] for a in acts],
+                       [tail[a] for a in acts])
+    return out
+
+
+def _lags(inst: Instance, lags: list[tuple[Action, Action, int]], dur: dict[Action, int]
+          ) -> dict[tuple[TypeKey, TypeKey], int]:
+    """Least start-to-start lag (ticks) per pair of types over the microbatches, then
+    without the pairs another type already implies (``A → B → C`` at least as long)."""
+    out: dict[tuple[TypeKey, TypeKey], int] = {}
+    for a, b, lag in lags:
+        ka, kb = _key(inst, a), _key(inst, b)
+        if ka != kb:
+            v = dur[a] + lag
+            out[(ka, kb)] = min(out.get((ka, kb), v), v)
+    keys = {k for pair in out for k in pair}
+    return {(a, c): v for (a, c), v in out.items()
+            if not any((a, b) in out and (b, c) in out and out[(a, b)] + out[(b, c)] >= v
+                       for b in keys - {a, c})}
+
+
+def choose_grid(durations: list[int], upper: int, n_types: int,
+                most: int = MAX_VARIABLES) -> int:
+    """Ticks per slot: the greatest common divisor of the ``durations`` (ticks) when
+    ``n_types`` × slots up to ``upper`` fits in ``most`` variables, else the coarser grid
+    (up to twice the least that fits) that keeps the largest share of the durations."""
+    g = math.gcd(*durations) if durations else 1
+    g = max(g, 1)
+    least = max(1, math.ceil(upper * n_types / most))
+    if g >= least:
+        return g
+    positive = [d for d in durations if d > 0] or [1]
+
+    def kept(c: int) -> float:
+        return sum((d // c) * c / d for d in positive)
+
+    return max(range(least, 2 * least + 1), key=lambda c: (kept(c), -c))
+
+
+class _CountLP:
+    """The LP of one device on a grid of ``g`` ticks with ``slots`` slots; :meth:`feasible`
+    sets the makespan ``T`` (slots) through the variables' bounds and re-solves."""
+
+    def __init__(self, types: dict[TypeKey, _Type], lags: dict[tuple[TypeKey, TypeKey], int],
+                 buffers: dict[tuple[TypeKey, TypeKey], int], pool: int, g: int,
+                 slots: int) -> None:
+        self.types, self.g, self.slots = types, g, slots
+        lp = pywraplp.Solver.CreateSolver("GLOP")
+        self.lp = lp
+        self.n = {k: [lp.NumVar(0.0, float(len(ty.heads)), "") for _ in range(slots)]
+                  for k, ty in types.items()}
+        self._heads()
+        inf = lp.infinity()
+        for col in self.n.values():
+            for t in range(1, slots):
+                c = lp.Constraint(0.0, inf)
+                c.SetCoefficient(col[t], 1.0)
+                c.SetCoefficient(col[t - 1], -1.0)
+        for (ka, kb), lag in lags.items():
+            shift = lag // g
+            for t in range(slots):
+                if t < shift:
+                    self.n[kb][t].SetUb(0.0)
+                    continue
+                c = lp.Constraint(-inf, 0.0)
+                c.SetCoefficient(self.n[kb][t], 1.0)
+                c.SetCoefficient(self.n[ka][t - shift], -1.0)
+        self._rows(lambda k: 1, {k: (k, types[k].dur // g) for k in types}, 1.0)
+        self._rows(lambda pair: buffers[pair],
+                   {pair: (pair[1], types[pair[1]].dur // g) for pair in buffers},
+                   float(pool) + 1e-6, first=True)
+
+    def _heads(self) -> None:
+        for k, ty in self.types.items():
+            col, j, prefix = self.n[k], 0, 0
+            passed = [0] * self.slots
+            for h in ty.heads:
+                prefix = max(prefix, h // self.g)
+                if prefix < self.slots:
+                    passed[prefix] += 1
+            for t in range(self.slots):
+                j += passed[t]
+                col[t].SetUb(float(j))
+
+    def _rows(self, weight: Callable[[Any], int], minus: dict[Any, tuple[TypeKey, int]],
+              rhs: float, first: bool = False) -> None:
+        """Per slot ``Σ weight · (N_plus(t) − N_minus(t − shift)) <= rhs``: ``plus`` is the
+        key itself (one at a time) or the pair's first type (memory, ``first``)."""
+        inf = self.lp.infinity()
+        for t in range(self.slots):
+            c = self.lp.Constraint(-inf, rhs)
+            for key, (km, shift) in minus.items():
+                w = float(weight(key))
+                kp = key[0] if first else key
+                c.SetCoefficient(self.n[kp][t], c.GetCoefficient(self.n[kp][t]) + w)
+                if t - shift >= 0:
+                    var = self.n[km][t - shift]
+                    c.SetCoefficient(var, c.GetCoefficient(var) - w)
+
+    def feasible(self, makespan: int, seconds: float | None) -> bool | None:
+        """Whether the LP has a solution with every action ended within ``makespan`` slots
+        (None: GLOP did not decide within ``seconds``)."""
+        for k, ty in self.types.items():
+            col, need = self.n[k], [0] * (self.slots + 1)
+            for j, tl in enumerate(ty.tails):
+                due = makespan - (ty.dur + tl) // self.g
+                if due < 0:
+                    return False
+                if due < self.slots:
+                    need[due] = max(need[due], j + 1)
+            level = 0
+            for t in range(self.slots):
+                level = max(level, need[t])
+                col[t].SetLb(float(level))
+        if seconds is not None:
+            self.lp.SetTimeLimit(max(1, int(seconds * 1000)))
+        code = self.lp.Solve()
+        if code == pywraplp.Solver.OPTIMAL:
+            return True
+        return False if code == pywraplp.Solver.INFEASIBLE else None
+
+
+def device_lp(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, upper: int,
+              most: int = MAX_VARIABLES, min_kept: float = MIN_KEPT) -> _CountLP | None:
+    """The counting LP of device ``d`` against ``upper`` (a known makespan, ticks), on the
+    grid of :func:`choose_grid` for at most ``most`` variables; None when the device holds no
+    memory buffer or the grid keeps less than ``min_kept`` of its work."""
+    pool, bufs = memory_buffers(inst)
+    dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
+    device = nx.get_node_attributes(g, "device")
+    nodes = [a for a in g if device[a] == d]
+    types = _types(inst, nodes, dur, ht)
+    # a grid too coarse for the durations alone: known before the lags are computed
+    if _kept(types, choose_grid([ty.dur for ty in types.values()], upper, len(types),
+                                most)) < min_kept:
+        return None
+    kept = set(nodes)
+    buffers: dict[tuple[TypeKey, TypeKey], int] = {}
+    for f, rel, amount in bufs:
+        if f in kept and rel in kept:
+            pair = (_key(inst, f), _key(inst, rel))
+            buffers[pair] = min(buffers.get(pair, amount), amount)
+    if pool is None or not buffers:
+        return None
+    # live buffers are whole: divide by the amounts' gcd and round the limit down
+    unit = math.gcd(*buffers.values())
+    buffers = {pair: amount // unit for pair, amount in buffers.items()}
+    lags = _lags(inst, kept_actions(inst, g, d).lags, dur)
+    grid = choose_grid([ty.dur for ty in types.values()] + list(lags.values()), upper,
+                       len(types), most)
+    if _kept(types, grid) < min_kept:
+        return None
+    return _CountLP(types, lags, buffers, pool // unit, grid, upper // grid + 1)
+
+
+def _kept(types: dict[TypeKey, _Type], grid: int) -> float:
+    """Share of the device's work (ticks) that durations floored to ``grid`` keep."""
+    work = sum(ty.dur * len(ty.heads) for ty in types.values())
+    return sum(ty.dur // grid * grid * len(ty.heads) for ty in types.values()) / max(work, 1)
+
+
+def _least_slots(lp: _CountLP, lo: int, hi: int, left: Callable[[], float | None],
+                 stopped: Callable[[], bool]) -> tuple[int, int, bool]:
+    """The least makespan (slots) in ``[lo, hi]`` at which ``lp`` is feasible, ``hi`` known
+    feasible: first ``lo``, then ever larger steps above it (a small gain costs few LPs),
+    then bisection.  Returns ``(slots, LPs solved, complete)``; when time runs out, the
+    least makespan not yet refuted (every LP found infeasible proves its makespan short)."""
+    step, lps, bisect = 1, 0, False
+    while lo < hi:
+        seconds = left()
+        if stopped() or (seconds is not None and seconds <= 0):
+            return lo, lps, False
+        probe = (lo + hi) // 2 if bisect else min(lo + step - 1, hi - 1)
+        ok = lp.feasible(probe, seconds)
+        lps += 1
+        if ok is None:
+            return lo, lps, False
+        if ok:
+            hi, bisect = probe, True
+        else:
+            lo, step = probe + 1, 2 * step
+    return lo, lps, True
+
+
+def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
+                devices: list[int], *, time_limit: float | None = None,
+                stopped: Callable[[], bool] = lambda: False,
+                most: int = MAX_VARIABLES) -> CountBound:
+    """The counting bound (module docstring) over ``devices``: per device the least
+    makespan (slots) at which its LP is feasible (:func:`_least_slots`), between ``lower``
+    and ``upper`` (ticks: a proven bound and a known makespan), within ``time_limit``
+    seconds, each LP of at most ``most`` variables (:func:`choose_grid`).
+
+    Returns:
+        :class:`CountBound` with ``bound`` in ``[lower, upper]`` (ticks): the best device's
+        ``grid × slots`` when above ``lower``.
+    """
+    t0 = time.perf_counter()
+
+    def left() -> float | None:
+        return None if time_limit is None else time_limit - (time.perf_counter() - t0)
+
+    best, best_dev, grid, slots, lps, complete = lower, None, 0, 0, 0, True
+    for d in devices:
+        seconds = left()
+        if stopped() or (seconds is not None and seconds <= 0):
+            complete = False
+            break
+        lp = device_lp(inst, g, ht, d, upper, most)
+        if lp is None:
+            continue
+        least, n, done = _least_slots(lp, lower // lp.g, upper // lp.g, left, stopped)
+        lps, complete = lps + n, complete and done
+        if least * lp.g > best:
+            best, best_dev, grid, slots = least * lp.g, d, lp.g, lp.slots
+    return CountBound(min(best, upper), best_dev, grid, slots, lps,
+                      time.perf_counter() - t0, complete)
