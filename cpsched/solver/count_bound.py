@@ -90,6 +90,7 @@ class _Type:
 
 
 def _key(inst: Instance, a: Action) -> TypeKey:
+    """The type of action ``a``: its kind, stage and direction."""
     return (a.kind.value, a.stage, direction(inst, a.microbatch))
 
 
@@ -176,6 +177,7 @@ class _CountLP:
                    float(pool) + 1e-6, first=True)
 
     def _heads(self) -> None:
+        """Each count at most the number of its type's heads passed (FIFO: a prefix)."""
         for k, ty in self.types.items():
             col, j, prefix = self.n[k], 0, 0
             passed = [0] * self.slots
