@@ -37,3 +37,11 @@ def load_or_exit(ap: argparse.ArgumentParser, path: Path) -> Instance:
         return load_instance(path)
     except (OSError, InstanceError) as e:
         ap.exit(2, f"error: {path}: {e}\n")
+
+
+def gap_columns(known: float, before: float, after: float) -> dict[str, object]:
+    """The gap (%) of the best known makespan ``known`` to a bound ``before`` and ``after``
+    a benchmark's step (instance units; gap = (makespan − bound) / makespan)."""
+    from cpsched.model import gap
+    return {"gap before %": round(100 * (gap(known, before) or 0), 2),
+            "gap after %": round(100 * (gap(known, after) or 0), 2)}

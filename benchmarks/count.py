@@ -16,11 +16,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench_table import load_or_exit, print_rows
+from bench_table import gap_columns, load_or_exit, print_rows
 from scale import best_fitting
 
 from cpsched.instance import Instance
-from cpsched.model import gap
 from cpsched.solver.count_bound import MAX_VARIABLES, applies, count_bound
 from cpsched.solver.facade import _bounds
 from cpsched.solver.relaxation import pressured_devices
@@ -45,8 +44,7 @@ def row(name: str, inst: Instance, seconds: float, most: int, devices: list[int]
         "combinatorial": inst.from_ticks(lb), "counting bound": inst.from_ticks(r.bound),
         "device": r.device, "grid": inst.from_ticks(r.grid), "slots": r.slots,
         "LPs": r.lps, "complete": r.complete,
-        "gap before %": round(100 * (gap(known_ms, inst.from_ticks(lb)) or 0), 2),
-        "gap after %": round(100 * (gap(known_ms, inst.from_ticks(r.bound)) or 0), 2),
+        **gap_columns(known_ms, inst.from_ticks(lb), inst.from_ticks(r.bound)),
         "seconds": round(r.seconds, 2)}
 
 

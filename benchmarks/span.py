@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench_table import load_or_exit, print_rows
+from bench_table import gap_columns, load_or_exit, print_rows
 from scale import best_fitting
 
 from cpsched.instance import Instance
-from cpsched.model import gap
 from cpsched.solver.facade import _bounds
 from cpsched.solver.span_bound import applies, peak_count, span_bound
 
@@ -42,8 +41,7 @@ def row(name: str, inst: Instance, seconds: float, workers: int) -> dict[str, ob
         "best known that fits": f"{method} {known_ms:g}",
         "combinatorial": inst.from_ticks(lb), "span bound": inst.from_ticks(r.bound),
         "marker": f"F({r.stage})", "spans": spans,
-        "gap before %": round(100 * (gap(known_ms, inst.from_ticks(lb)) or 0), 2),
-        "gap after %": round(100 * (gap(known_ms, inst.from_ticks(r.bound)) or 0), 2),
+        **gap_columns(known_ms, inst.from_ticks(lb), inst.from_ticks(r.bound)),
         "seconds": round(r.seconds, 2)}
 
 

@@ -93,3 +93,27 @@ def same_table(a: Any, b: Any) -> None:
         return pd.read_csv(buf)
 
     pd.testing.assert_frame_equal(norm(a), norm(b))
+
+
+def known_upper(inst: Instance) -> int:
+    """The best known schedule that fits (ticks): what ``solve`` warm-starts from."""
+    import time
+
+    from cpsched.solver import facade
+    from cpsched.solver.warm_start import best_warm_start
+    return best_warm_start(inst, facade._known(inst, None, time.perf_counter(), 1))[2]  # noqa: SLF001
+
+
+def model_optimum(inst: Instance, upper: int) -> int | None:
+    """The optimum (ticks) of the full model alone (horizon ``upper``), without any of our
+    bounds; None if CP-SAT (one worker) does not prove it within 20 deterministic units."""
+    from ortools.sat.python import cp_model
+
+    from cpsched.solver.pipeline_model import PipelineModel
+    pm = PipelineModel(inst, upper, 0)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_deterministic_time = 20.0
+    if solver.solve(pm.model) != cp_model.OPTIMAL:
+        return None
+    return round(solver.objective_value)

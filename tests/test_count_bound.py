@@ -7,10 +7,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from conftest import make
+from conftest import known_upper, make, model_optimum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ortools.sat.python import cp_model
 from typer.testing import CliRunner
 
 from cpsched.cli import app
@@ -23,34 +22,15 @@ from cpsched.solver.count_bound import (
     count_bound,
     device_lp,
 )
-from cpsched.solver.pipeline_model import PipelineModel
-from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
-
-
-def _upper(inst: Instance) -> int:
-    """The best known schedule that fits (ticks)."""
-    return best_warm_start(inst, facade._known(inst, None, time.perf_counter(), 1))[2]  # noqa: SLF001
 
 
 def _bound(inst: Instance, upper: int | None = None, **kw: object) -> tuple[int, int]:
     """The combinatorial bound and device 0's counting bound from it (ticks)."""
     lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
-    r = count_bound(inst, g, ordered, lb, _upper(inst) if upper is None else upper, [0],
+    r = count_bound(inst, g, ordered, lb, known_upper(inst) if upper is None else upper, [0],
                     **kw)  # type: ignore[arg-type]
     return lb, r.bound
-
-
-def _optimum(inst: Instance, upper: int) -> int | None:
-    """The full model's proven optimum (ticks, horizon ``upper``, none of our bounds in
-    it); None if CP-SAT does not prove it within its deterministic limit."""
-    pm = PipelineModel(inst, upper, 0)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.max_deterministic_time = 20.0
-    if solver.solve(pm.model) != cp_model.OPTIMAL:
-        return None
-    return round(solver.objective_value)
 
 
 def test_applies_only_with_a_limit_and_without_pairs() -> None:
@@ -123,8 +103,8 @@ def test_never_above_the_optimum(p: int, v: int, m: int, placement: str, split: 
     inst = make(p, v, m, F=1.0, B=None if split else 2.0, I=1.0 if split else None,
                 W=0.5 if split else None, placement=placement, latency=latency,
                 activation=0.5, limit=0.5 * v + extra, name="prop")
-    upper = _upper(inst)
-    opt = _optimum(inst, upper)
+    upper = known_upper(inst)
+    opt = model_optimum(inst, upper)
     if opt is None:
         return
     lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
@@ -162,7 +142,7 @@ def test_time_limit_and_stop_keep_a_sound_bound() -> None:
     """Out of time or stopped before any LP: the lower bound it was given, and not complete."""
     inst = make(4, 2, 8, F=2, B=3, limit=3)
     lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
-    r = count_bound(inst, g, ordered, lb, _upper(inst), [0], stopped=lambda: True)
+    r = count_bound(inst, g, ordered, lb, known_upper(inst), [0], stopped=lambda: True)
     assert r.bound == lb and not r.complete and r.lps == 0
-    r = count_bound(inst, g, ordered, lb, _upper(inst), [0], time_limit=0.0)
+    r = count_bound(inst, g, ordered, lb, known_upper(inst), [0], time_limit=0.0)
     assert r.bound == lb and not r.complete

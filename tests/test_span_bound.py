@@ -7,17 +7,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make
+from conftest import known_upper, make, model_optimum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ortools.sat.python import cp_model
 from typer.testing import CliRunner
 
 from cpsched.actions import Kind
 from cpsched.cli import app
 from cpsched.instance import Instance
 from cpsched.solver import facade
-from cpsched.solver.pipeline_model import PipelineModel
 from cpsched.solver.span_bound import (
     applies,
     combine,
@@ -27,7 +25,6 @@ from cpsched.solver.span_bound import (
     peak_count,
     span_bound,
 )
-from cpsched.solver.warm_start import best_warm_start
 from cpsched.validate import validate
 
 
@@ -40,30 +37,13 @@ def _profiled(p: int, v: int, m: int, limit: float | None) -> Instance:
                 limit=limit, name="span")
 
 
-def _upper(inst: Instance) -> int:
-    """The best known schedule that fits (ticks)."""
-    return best_warm_start(inst, facade._known(inst, None, time.perf_counter(), 1))[2]  # noqa: SLF001
-
-
 def _bound(inst: Instance, upper: int | None = None, **kw: object) -> tuple[int, object]:
     """The combinatorial bound and the span bound from it against ``upper`` (ticks; default
-    :func:`_upper`), one worker, deterministic."""
+    :func:`conftest.known_upper`), one worker, deterministic."""
     lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
     r = span_bound(inst, ordered, lambda a: g.nodes[a]["duration"], lb,
-                   _upper(inst) if upper is None else upper, **kw)  # type: ignore[arg-type]
+                   known_upper(inst) if upper is None else upper, **kw)  # type: ignore[arg-type]
     return lb, r
-
-
-def _optimum(inst: Instance, upper: int) -> int | None:
-    """The optimum (ticks) of the full model alone (horizon ``upper``), without any of our
-    bounds; None if CP-SAT does not prove it within its deterministic limit."""
-    pm = PipelineModel(inst, upper, 0)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.max_deterministic_time = 20.0
-    if solver.solve(pm.model) != cp_model.OPTIMAL:
-        return None
-    return round(solver.objective_value)
 
 
 def test_compose_adds_the_best_spans() -> None:
@@ -153,8 +133,8 @@ def test_never_above_the_optimum(p: int, v: int, m: int, placement: str, split: 
                 activation=0.5, limit=0.5 * v + extra, name="prop")
     if not applies(inst):
         return
-    upper = _upper(inst)
-    opt = _optimum(inst, upper)
+    upper = known_upper(inst)
+    opt = model_optimum(inst, upper)
     if opt is None:
         return
     _, r = _bound(inst, upper, deterministic_time=0.5)
