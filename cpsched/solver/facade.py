@@ -453,11 +453,11 @@ def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
                    bounds: tuple[int, Any, Any, Any, Any], deadline: float | None,
                    stop: TrackedStop, workers: int = 1,
                    ) -> tuple[str, Any, int, int, dict[str, Any]]:
-    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent, span and
-    pair window bounds and the one-device relaxation with pairs from the combinatorial one
-    against that horizon (docs/modelling.md §24, §53, §28, §29): also the bound (ticks) and
-    the ``Result.stats`` of these steps (``modulo``, ``tent``, ``span``, ``pair_windows``,
-    ``pair_relaxation``).  ``bounds``: :func:`_bounds`; with more than one search
+    """The warm start (:func:`_warm_start`: name, hint, horizon), then the tent, span,
+    counting and pair window bounds and the one-device relaxation with pairs against that
+    horizon (docs/modelling.md §24, §53, §55, §28, §29): also the bound (ticks) and the
+    ``Result.stats`` of these steps (``modulo``, ``tent``, ``span``, ``count``,
+    ``pair_windows``, ``pair_relaxation``).  ``bounds``: :func:`_bounds`; with more than one search
     ``workers`` the relaxations run side by side (§36)."""
     lb, g, ht, pair_ht, ordered = bounds
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop, workers)

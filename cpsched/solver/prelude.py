@@ -1,9 +1,10 @@
 """What :func:`cpsched.solver.facade.solve` runs before the full model: the modulo schedule
 as one more warm-start candidate on large instances (docs/modelling.md §22), the tent bound
 where memory sets the pace (§24), the span bound where a device holds the turns of only a few
-microbatches (§53), the pair window bound where F&B pairs may overlap (§28),
-and the window search that shortens the warm start (§17) — after it, under bidirectional
-placement, DualPipe's family (§40) — with the shares of the time limit they get.
+microbatches (§53), the counting bound where a device's memory paces its turns (§55), the
+pair window bound where F&B pairs may overlap (§28), and the window search that shortens the
+warm start (§17) — after it, under bidirectional placement, DualPipe's family (§40) — with
+the shares of the time limit they get.
 
 Which of them run is the solve *method* (:data:`METHODS`): ``auto`` decides by the model's
 size, ``model`` skips the window search, ``search`` gives it the time the full model would
