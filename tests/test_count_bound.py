@@ -91,18 +91,20 @@ def test_feasible_at_every_known_schedule() -> None:
 @given(p=st.integers(2, 3), v=st.integers(1, 2), m=st.integers(2, 5),
        placement=st.sampled_from(["loop", "v", "bidirectional"]), split=st.booleans(),
        extra=st.sampled_from([0.0, 0.5, 1.0]), latency=st.sampled_from([0.0, 0.1]),
-       most=st.sampled_from([10_000, 60]))
+       most=st.sampled_from([10_000, 60]), freed=st.sampled_from([0.0, 0.5]))
 def test_never_above_the_optimum(p: int, v: int, m: int, placement: str, split: bool,
-                                 extra: float, latency: float, most: int) -> None:
+                                 extra: float, latency: float, most: int, freed: float) -> None:
     """On small memory-capped instances the counting bound — on the exact grid, or on a
-    coarse one (``most`` = 60 variables) — never exceeds the full model's proven optimum."""
+    coarse one (``most`` = 60 variables); with split backward half of the activation freed by
+    ``I`` or none — never exceeds the full model's proven optimum."""
     if placement == "v":
         v = 2
     if placement == "bidirectional":
         p, v, m = 2, 1, 2 * m
     inst = make(p, v, m, F=1.0, B=None if split else 2.0, I=1.0 if split else None,
                 W=0.5 if split else None, placement=placement, latency=latency,
-                activation=0.5, limit=0.5 * v + extra, name="prop")
+                activation=0.5, released_by_input=freed if split else 0.0,
+                limit=0.5 * v + extra, name="prop")
     upper = known_upper(inst)
     opt = model_optimum(inst, upper)
     if opt is None:
