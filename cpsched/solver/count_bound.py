@@ -37,14 +37,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import networkx as nx
 from ortools.linear_solver import pywraplp
 
 from cpsched.actions import Action
 from cpsched.core import HeadsTails
-from cpsched.graph import memory_buffers
+from cpsched.graph import memory_buffers, nodes_by_device
 from cpsched.instance import Instance
 from cpsched.schedules.transforms import direction
 from cpsched.solver.relaxation import kept_actions
@@ -171,10 +170,10 @@ class _CountLP:
                 c = lp.Constraint(-inf, 0.0)
                 c.SetCoefficient(self.n[kb][t], 1.0)
                 c.SetCoefficient(self.n[ka][t - shift], -1.0)
-        self._rows(lambda k: 1, {k: (k, types[k].dur // g) for k in types}, 1.0)
-        self._rows(lambda pair: buffers[pair],
-                   {pair: (pair[1], types[pair[1]].dur // g) for pair in buffers},
-                   float(pool) + 1e-6, first=True)
+        # one action at a time: the actions in progress; memory: the buffers live
+        self._rows([(k, k, ty.dur // g, 1) for k, ty in types.items()], 1.0)
+        self._rows([(f, rel, types[rel].dur // g, amount)
+                    for (f, rel), amount in buffers.items()], float(pool) + 1e-6)
 
     def _heads(self) -> None:
         """Each count at most the number of its type's heads passed (FIFO: a prefix)."""
@@ -189,19 +188,17 @@ class _CountLP:
                 j += passed[t]
                 col[t].SetUb(float(j))
 
-    def _rows(self, weight: Callable[[Any], int], minus: dict[Any, tuple[TypeKey, int]],
-              rhs: float, first: bool = False) -> None:
-        """Per slot ``Σ weight · (N_plus(t) − N_minus(t − shift)) <= rhs``: ``plus`` is the
-        key itself (one at a time) or the pair's first type (memory, ``first``)."""
+    def _rows(self, terms: list[tuple[TypeKey, TypeKey, int, int]], rhs: float) -> None:
+        """Per slot ``Σ w · (N_plus(t) − N_minus(t − shift)) <= rhs`` over ``terms``
+        ``(plus, minus, shift, w)``."""
         inf = self.lp.infinity()
         for t in range(self.slots):
             c = self.lp.Constraint(-inf, rhs)
-            for key, (km, shift) in minus.items():
-                w = float(weight(key))
-                kp = key[0] if first else key
-                c.SetCoefficient(self.n[kp][t], c.GetCoefficient(self.n[kp][t]) + w)
+            for plus, minus, shift, w in terms:
+                var = self.n[plus][t]
+                c.SetCoefficient(var, c.GetCoefficient(var) + w)
                 if t - shift >= 0:
-                    var = self.n[km][t - shift]
+                    var = self.n[minus][t - shift]
                     c.SetCoefficient(var, c.GetCoefficient(var) - w)
 
     def feasible(self, makespan: int, seconds: float | None) -> bool | None:
@@ -232,15 +229,14 @@ def device_lp(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, upper: int,
     """The counting LP of device ``d`` against ``upper`` (a known makespan, ticks), on the
     grid of :func:`choose_grid` for at most ``most`` variables; None when the device holds no
     memory buffer or the grid keeps less than ``min_kept`` of its work."""
-    pool, bufs = memory_buffers(inst)
     dur: dict[Action, int] = nx.get_node_attributes(g, "duration")
-    device = nx.get_node_attributes(g, "device")
-    nodes = [a for a in g if device[a] == d]
+    nodes = nodes_by_device(g)[d]
     types = _types(inst, nodes, dur, ht)
-    # a grid too coarse for the durations alone: known before the lags are computed
+    # a grid too coarse for the durations alone: known before the buffers and lags
     if _kept(types, choose_grid([ty.dur for ty in types.values()], upper, len(types),
                                 most)) < min_kept:
         return None
+    pool, bufs = memory_buffers(inst)
     kept = set(nodes)
     buffers: dict[tuple[TypeKey, TypeKey], int] = {}
     for f, rel, amount in bufs:
