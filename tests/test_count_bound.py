@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from conftest import known_upper, make, model_optimum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,8 +15,10 @@ from typer.testing import CliRunner
 
 from cpsched.cli import app
 from cpsched.instance import Instance
+from cpsched.solver import count_bound as count_module
 from cpsched.solver import facade, prelude
 from cpsched.solver.count_bound import (
+    _integer_slots,
     _least_slots,
     applies,
     choose_grid,
@@ -114,6 +117,31 @@ def test_never_above_the_optimum(p: int, v: int, m: int, placement: str, split: 
     assert lp is not None
     least, _, done = _least_slots(lp, lb // lp.g, upper // lp.g, lambda: None, lambda: False)
     assert done and least * lp.g <= opt
+    # the integer program (§56): between the LP's bound and the optimum
+    whole, _, done = _integer_slots(lp, least, upper // lp.g, lambda: None, lambda: False, 0.0)
+    assert done and least <= whole and whole * lp.g <= opt
+
+
+def test_integer_program_known_value() -> None:
+    """The limit-24 row's shape at m = 32: the LP stops at 1310, the integer counts prove
+    1315 (docs/modelling.md §55, §56), as the device's integer model of session 51 did."""
+    inst = make(16, 2, 32, F=5, B=10, limit=24)
+    lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
+    r = count_bound(inst, g, ordered, lb, 1329, [0], integer=True)
+    assert (r.lp_bound, r.bound, r.complete) == (1310, 1315, True) and r.programs >= 2
+
+
+def test_integer_program_skipped_when_too_large_or_too_slow(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Not run with less than INTEGER_COST_FACTOR LPs' time left, nor above
+    MAX_INTEGER_VARIABLES counts: the LP's bound stands, nothing solved."""
+    inst = make(4, 2, 8, F=2, B=3, limit=3)
+    lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
+    lp = device_lp(inst, g, ordered, 0, 200)
+    assert lp is not None
+    assert _integer_slots(lp, 30, 40, lambda: 5.0, lambda: False, 1.0) == (30, 0, True)
+    monkeypatch.setattr(count_module, "MAX_INTEGER_VARIABLES", 10)
+    assert _integer_slots(lp, 30, 40, lambda: None, lambda: False, 0.0) == (30, 0, True)
 
 
 def test_prelude_step_and_cli_report_it(tmp_path: Path) -> None:
@@ -126,7 +154,8 @@ def test_prelude_step_and_cli_report_it(tmp_path: Path) -> None:
     bound, stats = prelude.count(inst, g, ordered, lb, 1329, None, stop)
     assert (lb, bound) == (1305, 1310)
     assert stats == {"bound": 1310, "before": 1305, "device": 0, "grid": 5,
-                     "lps": stats["lps"], "complete": True, "seconds": stats["seconds"]}
+                     "lps": stats["lps"], "programs": 0, "complete": True,
+                     "seconds": stats["seconds"]}
     assert prelude.count(inst, g, ordered, 1310, 1310, None, stop) == (1310, None)
     stop.requested = True
     assert prelude.count(inst, g, ordered, lb, 1329, None, stop) == (lb, None)

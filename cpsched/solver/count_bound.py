@@ -53,6 +53,9 @@ MAX_VARIABLES = 10_000
 #: Least share of the device's work a coarse grid must keep (floored durations over the
 #: durations), else the LP is not solved: it would lose more than it can gain (§55).
 MIN_KEPT = 0.9
+#: Most variables of the integer program that may follow the LP (docs/modelling.md §56: the
+#: limit-24 row's device 0, 4 types × 464 slots, is decided in 17-500 s by HiGHS).
+MAX_INTEGER_VARIABLES = 4_000
 
 TypeKey = tuple[str, int, int]  # (kind, stage, direction)
 
@@ -61,7 +64,9 @@ TypeKey = tuple[str, int, int]  # (kind, stage, direction)
 class CountBound:
     """Outcome of :func:`count_bound`: the ``bound`` (ticks, proven), the ``device``, the
     grid (``grid`` ticks a slot, ``slots`` of them at the upper end), the LPs solved, the
-    ``seconds``, and whether the search ended (``complete``) rather than ran out of time."""
+    ``seconds``, whether the search ended (``complete``) rather than ran out of time, and
+    the integer programs solved after the LP (``programs``; docs/modelling.md §56) with the
+    LP's own bound (``lp_bound``, ticks)."""
 
     bound: int
     device: int | None
@@ -70,6 +75,8 @@ class CountBound:
     lps: int
     seconds: float
     complete: bool
+    programs: int = 0
+    lp_bound: int = 0
 
 
 def applies(inst: Instance) -> bool:
@@ -144,15 +151,18 @@ def choose_grid(durations: list[int], upper: int, n_types: int,
 
 class _CountLP:
     """The LP of one device on a grid of ``g`` ticks with ``slots`` slots; :meth:`feasible`
-    sets the makespan ``T`` (slots) through the variables' bounds and re-solves."""
+    sets the makespan ``T`` (slots) through the variables' bounds and re-solves.  With
+    ``integer`` the counts are integers and HiGHS solves the integer program (§56)."""
 
     def __init__(self, types: dict[TypeKey, _Type], lags: dict[tuple[TypeKey, TypeKey], int],
                  buffers: dict[tuple[TypeKey, TypeKey], int], pool: int, g: int,
-                 slots: int) -> None:
+                 slots: int, integer: bool = False) -> None:
         self.types, self.g, self.slots = types, g, slots
-        lp = pywraplp.Solver.CreateSolver("GLOP")
+        self.args = (types, lags, buffers, pool, g, slots)
+        lp = pywraplp.Solver.CreateSolver("HIGHS" if integer else "GLOP")
         self.lp = lp
-        self.n = {k: [lp.NumVar(0.0, float(len(ty.heads)), "") for _ in range(slots)]
+        var = lp.IntVar if integer else lp.NumVar
+        self.n = {k: [var(0.0, float(len(ty.heads)), "") for _ in range(slots)]
                   for k, ty in types.items()}
         self._heads()
         inf = lp.infinity()
@@ -219,9 +229,17 @@ class _CountLP:
         if seconds is not None:
             self.lp.SetTimeLimit(max(1, int(seconds * 1000)))
         code = self.lp.Solve()
-        if code == pywraplp.Solver.OPTIMAL:
+        if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
             return True
         return False if code == pywraplp.Solver.INFEASIBLE else None
+
+    def variables(self) -> int:
+        """Counts in the program: types × slots."""
+        return len(self.types) * self.slots
+
+    def integer_twin(self) -> _CountLP:
+        """The same program with integer counts (HiGHS; docs/modelling.md §56)."""
+        return _CountLP(*self.args, integer=True)
 
 
 def device_lp(inst: Instance, g: nx.DiGraph, ht: HeadsTails, d: int, upper: int,
@@ -288,11 +306,13 @@ def _least_slots(lp: _CountLP, lo: int, hi: int, left: Callable[[], float | None
 def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
                 devices: list[int], *, time_limit: float | None = None,
                 stopped: Callable[[], bool] = lambda: False,
-                most: int = MAX_VARIABLES) -> CountBound:
+                most: int = MAX_VARIABLES, integer: bool = False) -> CountBound:
     """The counting bound (module docstring) over ``devices``: per device the least
     makespan (slots) at which its LP is feasible (:func:`_least_slots`), between ``lower``
     and ``upper`` (ticks: a proven bound and a known makespan), within ``time_limit``
-    seconds, each LP of at most ``most`` variables (:func:`choose_grid`).
+    seconds, each LP of at most ``most`` variables (:func:`choose_grid`).  With
+    ``integer``, then the least makespan at which the same program with integer counts is
+    feasible, from the LP's (:func:`_integer_slots`, docs/modelling.md §56).
 
     Returns:
         :class:`CountBound` with ``bound`` in ``[lower, upper]`` (ticks): the best device's
@@ -304,6 +324,7 @@ def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper
         return None if time_limit is None else time_limit - (time.perf_counter() - t0)
 
     best, best_dev, grid, slots, lps, complete = lower, None, 0, 0, 0, True
+    programs, lp_best = 0, lower
     for d in devices:
         seconds = left()
         if stopped() or (seconds is not None and seconds <= 0):
@@ -312,9 +333,38 @@ def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper
         lp = device_lp(inst, g, ht, d, upper, most)
         if lp is None:
             continue
+        t_lp = time.perf_counter()
         least, n, done = _least_slots(lp, lower // lp.g, upper // lp.g, left, stopped)
         lps, complete = lps + n, complete and done
+        lp_best = max(lp_best, least * lp.g)
+        if integer and done:
+            least, k, done = _integer_slots(lp, least, upper // lp.g, left, stopped,
+                                            (time.perf_counter() - t_lp) / max(n, 1))
+            programs, complete = programs + k, complete and done
         if least * lp.g > best:
             best, best_dev, grid, slots = least * lp.g, d, lp.g, lp.slots
     return CountBound(min(best, upper), best_dev, grid, slots, lps,
-                      time.perf_counter() - t0, complete)
+                      time.perf_counter() - t0, complete, programs, min(lp_best, upper))
+
+
+#: An integer program took 50-100 times one of its LPs (docs/modelling.md §56): with a time
+#: limit it runs only when this many LPs' time is left
+INTEGER_COST_FACTOR = 100
+
+
+def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float | None],
+                   stopped: Callable[[], bool], lp_seconds: float) -> tuple[int, int, bool]:
+    """The least makespan (slots) in ``[least, hi]`` at which ``lp``'s integer twin is
+    feasible (``least``: where the LP is), as :func:`_least_slots`; skipped — ``(least, 0,
+    True)`` — when the program has more than :data:`MAX_INTEGER_VARIABLES` counts, HiGHS is
+    missing, or less than :data:`INTEGER_COST_FACTOR` × ``lp_seconds`` (one LP's time) is
+    left."""
+    seconds = left()
+    if lp.variables() > MAX_INTEGER_VARIABLES or least >= hi or (
+            seconds is not None and seconds < INTEGER_COST_FACTOR * lp_seconds):
+        return least, 0, True
+    try:
+        ip = lp.integer_twin()
+    except AttributeError:  # no HiGHS in this OR-Tools build: CreateSolver gave None
+        return least, 0, True
+    return _least_slots(ip, least, hi, left, stopped)

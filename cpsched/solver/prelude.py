@@ -341,7 +341,8 @@ def count(inst: Instance, g: Any, ordered: Any, lb: int, upper: int, deadline: f
     """The counting bound (:mod:`cpsched.solver.count_bound`, docs/modelling.md §55) of the
     most pressured device when it applies and a gap to ``upper`` (a known makespan, ticks)
     is open, within :data:`COUNT_SHARE` of the time left (at most
-    :data:`COUNT_MAX_SECONDS`): the bound (ticks, at least ``lb``) and
+    :data:`COUNT_MAX_SECONDS`; with a deadline the integer program may follow the LP when
+    its share allows, docs/modelling.md §56): the bound (ticks, at least ``lb``) and
     ``Result.stats["count"]`` (None when it did not run).  ``ordered``: the heads and tails
     of every FIFO schedule (docs/modelling.md §30)."""
     if not count_applies(inst) or lb >= upper or stop.requested:
@@ -350,11 +351,13 @@ def count(inst: Instance, g: Any, ordered: Any, lb: int, upper: int, deadline: f
     if wall is not None and wall < 0.5:
         return lb, None
     devices = pressured_devices(inst, g, ordered, 1)
+    # the integer program (§56) only with a deadline: its time is not known in advance
     r = count_bound(inst, g, ordered, lb, upper, devices, time_limit=wall,
-                    stopped=lambda: stop.requested)
+                    stopped=lambda: stop.requested, integer=deadline is not None)
     return r.bound, {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
                      "device": r.device, "grid": inst.from_ticks(r.grid), "lps": r.lps,
-                     "complete": r.complete, "seconds": round(r.seconds, 2)}
+                     "programs": r.programs, "complete": r.complete,
+                     "seconds": round(r.seconds, 2)}
 
 
 def pair_windows(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,
