@@ -305,7 +305,8 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     if cb is not None and cb["bound"] > cb["before"]:  # docs/modelling.md §55
         say(f"counting bound: {fmt(cb['before'])} -> {fmt(cb['bound'])} in {cb['seconds']:g} s "
             f"(device {cb['device']}'s counts on a grid of {fmt(cb['grid'])}, {cb['lps']} LPs"
-            + (f", {cb['programs']} integer programs" if cb.get("programs") else "") + ")")
+            + (f", {cb['programs']} integer program{'s' * (cb['programs'] > 1)}"
+               if cb.get("programs") else "") + ")")
     pw = res.stats.get("pair_windows")
     if pw is not None and pw["bound"] > pw["before"]:  # docs/modelling.md §28
         say(f"pair window bound: {fmt(pw['before'])} -> {fmt(pw['bound'])} in "
