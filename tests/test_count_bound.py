@@ -180,3 +180,32 @@ def test_time_limit_and_stop_keep_a_sound_bound() -> None:
     assert r.bound == lb and not r.complete and r.lps == 0
     r = count_bound(inst, g, ordered, lb, known_upper(inst), [0], time_limit=0.0)
     assert r.bound == lb and not r.complete
+
+
+class _Stub:
+    """A program feasible from ``least`` slots on that ends abnormally at ``odd`` and runs
+    out of time at ``slow`` (no verdict either way)."""
+
+    def __init__(self, least: int, odd: set[int], slow: set[int]) -> None:
+        self.least, self.odd, self.slow, self.abnormal = least, odd, slow, False
+        self.asked: list[int] = []
+
+    def feasible(self, makespan: int, seconds: float | None) -> bool | None:
+        self.asked.append(makespan)
+        self.abnormal = makespan in self.odd
+        if makespan in self.odd or makespan in self.slow:
+            return None
+        return makespan >= self.least
+
+
+def test_search_steps_past_an_abnormal_end_and_stops_at_a_time_out() -> None:
+    """An abnormal end proves nothing: the search goes on above it and only infeasible
+    verdicts raise the bound (the result is then not complete); a time-out ends the search
+    with what was proven."""
+    stub = _Stub(10, odd={0}, slow=set())
+    assert _least_slots(stub, 0, 20, lambda: None, lambda: False) == (10, 7, False)  # type: ignore[arg-type]
+    assert stub.asked[:3] == [0, 2, 6]
+    stub = _Stub(10, odd=set(), slow={6})
+    assert _least_slots(stub, 0, 20, lambda: 5.0, lambda: False) == (3, 3, False)  # type: ignore[arg-type]
+    stub = _Stub(10, odd=set(), slow=set())
+    assert _least_slots(stub, 0, 20, lambda: None, lambda: False)[::2] == (10, True)  # type: ignore[arg-type]

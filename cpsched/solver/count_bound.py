@@ -159,6 +159,7 @@ class _CountLP:
                  slots: int, integer: bool = False) -> None:
         self.types, self.g, self.slots = types, g, slots
         self.args = (types, lags, buffers, pool, g, slots)
+        self.abnormal = False  # the last solve ended without a verdict, not by the time limit
         lp = pywraplp.Solver.CreateSolver("HIGHS" if integer else "GLOP")
         self.lp = lp
         var = lp.IntVar if integer else lp.NumVar
@@ -213,7 +214,7 @@ class _CountLP:
 
     def feasible(self, makespan: int, seconds: float | None) -> bool | None:
         """Whether the LP has a solution with every action ended within ``makespan`` slots
-        (None: GLOP did not decide within ``seconds``)."""
+        (None: not decided within ``seconds``, or ended abnormally: :attr:`abnormal`)."""
         for k, ty in self.types.items():
             col, need = self.n[k], [0] * (self.slots + 1)
             for j, tl in enumerate(ty.tails):
@@ -229,6 +230,8 @@ class _CountLP:
         if seconds is not None:
             self.lp.SetTimeLimit(max(1, int(seconds * 1000)))
         code = self.lp.Solve()
+        self.abnormal = code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE,
+                                     pywraplp.Solver.INFEASIBLE, pywraplp.Solver.NOT_SOLVED)
         if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
             return True
         return False if code == pywraplp.Solver.INFEASIBLE else None
@@ -285,22 +288,28 @@ def _least_slots(lp: _CountLP, lo: int, hi: int, left: Callable[[], float | None
     """The least makespan (slots) in ``[lo, hi]`` at which ``lp`` is feasible, ``hi`` known
     feasible: first ``lo``, then ever larger steps above it (a small gain costs few LPs),
     then bisection.  Returns ``(slots, LPs solved, complete)``; when time runs out, the
-    least makespan not yet refuted (every LP found infeasible proves its makespan short)."""
-    step, lps, bisect = 1, 0, False
-    while lo < hi:
+    least makespan not yet refuted (every LP found infeasible proves its makespan short,
+    and so every shorter one).  A program that ends without a verdict (GLOP's numerics at
+    a makespan near the bound: *abnormal*) proves nothing; the search steps past it and the
+    result is then not complete (§56)."""
+    step, lps, bisect, low, complete = 1, 0, False, lo, True
+    while low < hi:
         seconds = left()
         if stopped() or (seconds is not None and seconds <= 0):
             return lo, lps, False
-        probe = (lo + hi) // 2 if bisect else min(lo + step - 1, hi - 1)
+        probe = (low + hi) // 2 if bisect else min(low + step - 1, hi - 1)
         ok = lp.feasible(probe, seconds)
         lps += 1
         if ok is None:
-            return lo, lps, False
-        if ok:
+            if not lp.abnormal:
+                return lo, lps, False  # out of time
+            low, step, complete = probe + 1, 2 * step, False
+        elif ok:
             hi, bisect = probe, True
         else:
-            lo, step = probe + 1, 2 * step
-    return lo, lps, True
+            lo = low = probe + 1
+            step *= 2
+    return lo, lps, complete
 
 
 def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper: int,
