@@ -26,7 +26,12 @@ def print_rows(items: Iterable[T], row: Callable[[T], dict[str, object]]
         rows.append(row(item))
         print(pd.DataFrame(rows[-1:]).to_markdown(index=False), flush=True)
     print()
-    print(pd.DataFrame(rows).to_markdown(index=False))
+    # columns in the order of the fullest row (a row that did not apply has fewer), blanks
+    # where a row has none
+    order = max(rows, key=len, default={})
+    columns = list(order) + [k for r in rows for k in r if k not in order]
+    print(pd.DataFrame(rows, columns=list(dict.fromkeys(columns))).fillna("")
+          .to_markdown(index=False))
     return rows
 
 
