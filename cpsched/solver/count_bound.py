@@ -56,6 +56,9 @@ MIN_KEPT = 0.9
 #: Most variables of the integer program that may follow the LP (docs/modelling.md §56: the
 #: limit-24 row's device 0, 4 types × 464 slots, is decided in 17-500 s by HiGHS).
 MAX_INTEGER_VARIABLES = 4_000
+#: An integer program took 50-100 times one of its LPs (§56): with a time limit it runs only
+#: when this many LPs' time is left
+INTEGER_COST_FACTOR = 100
 
 TypeKey = tuple[str, int, int]  # (kind, stage, direction)
 
@@ -354,11 +357,6 @@ def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper
             best, best_dev, grid, slots = least * lp.g, d, lp.g, lp.slots
     return CountBound(min(best, upper), best_dev, grid, slots, lps,
                       time.perf_counter() - t0, complete, programs, min(lp_best, upper))
-
-
-#: An integer program took 50-100 times one of its LPs (docs/modelling.md §56): with a time
-#: limit it runs only when this many LPs' time is left
-INTEGER_COST_FACTOR = 100
 
 
 def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float | None],
