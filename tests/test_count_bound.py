@@ -133,14 +133,19 @@ def test_integer_program_known_value() -> None:
 
 def test_integer_program_skipped_when_too_large_or_too_slow(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
-    """Not run with less than INTEGER_COST_FACTOR LPs' time left, nor above
-    MAX_INTEGER_VARIABLES counts: the LP's bound stands, nothing solved."""
+    """Not run with less than INTEGER_COST_FACTOR LPs' time left, above
+    MAX_INTEGER_VARIABLES counts, nor without HiGHS: the LP's bound stands, nothing solved."""
     inst = make(4, 2, 8, F=2, B=3, limit=3)
     lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
     lp = device_lp(inst, g, ordered, 0, 200)
     assert lp is not None
     assert _integer_slots(lp, 30, 40, lambda: 5.0, lambda: False, 1.0) == (30, 0, True)
     monkeypatch.setattr(count_module, "MAX_INTEGER_VARIABLES", 10)
+    assert _integer_slots(lp, 30, 40, lambda: None, lambda: False, 0.0) == (30, 0, True)
+    monkeypatch.undo()
+    create = count_module.pywraplp.Solver.CreateSolver  # an OR-Tools build without HiGHS
+    monkeypatch.setattr(count_module.pywraplp.Solver, "CreateSolver",
+                        lambda name: None if name == "HIGHS" else create(name))
     assert _integer_slots(lp, 30, 40, lambda: None, lambda: False, 0.0) == (30, 0, True)
 
 

@@ -163,7 +163,10 @@ class _CountLP:
         self.types, self.g, self.slots = types, g, slots
         self.args = (types, lags, buffers, pool, g, slots)
         self.abnormal = False  # the last solve ended without a verdict, not by the time limit
-        lp = pywraplp.Solver.CreateSolver("HIGHS" if integer else "GLOP")
+        name = "HIGHS" if integer else "GLOP"
+        lp = pywraplp.Solver.CreateSolver(name)
+        if lp is None:
+            raise LookupError(f"this OR-Tools build has no {name} solver")
         self.lp = lp
         var = lp.IntVar if integer else lp.NumVar
         self.n = {k: [var(0.0, float(len(ty.heads)), "") for _ in range(slots)]
@@ -244,7 +247,10 @@ class _CountLP:
         return len(self.types) * self.slots
 
     def integer_twin(self) -> _CountLP:
-        """The same program with integer counts (HiGHS; docs/modelling.md §56)."""
+        """The same program with integer counts (HiGHS; docs/modelling.md §56).
+
+        Raises:
+            LookupError: this OR-Tools build has no HiGHS."""
         return _CountLP(*self.args, integer=True)
 
 
@@ -372,6 +378,6 @@ def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float |
         return least, 0, True
     try:
         ip = lp.integer_twin()
-    except AttributeError:  # no HiGHS in this OR-Tools build: CreateSolver gave None
+    except LookupError:  # no HiGHS in this OR-Tools build
         return least, 0, True
     return _least_slots(ip, least, hi, left, stopped)
