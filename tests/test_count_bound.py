@@ -131,6 +131,17 @@ def test_integer_program_known_value() -> None:
     assert (r.lp_bound, r.bound, r.complete) == (1310, 1315, True) and r.programs >= 2
 
 
+def test_integer_program_writes_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    """HiGHS prints a banner on the process's stdout at every solve unless its output is
+    switched off: the integer program must leave a CLI's output (and a JSON stream) alone."""
+    inst = make(16, 2, 32, F=5, B=10, limit=24)
+    lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
+    capfd.readouterr()
+    r = count_bound(inst, g, ordered, lb, 1329, [0], integer=True)
+    out, err = capfd.readouterr()
+    assert r.programs >= 1 and (out, err) == ("", "")
+
+
 def test_integer_program_skipped_when_too_large_or_too_slow(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     """Not run with less than INTEGER_COST_FACTOR LPs' time left, above

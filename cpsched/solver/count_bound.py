@@ -60,6 +60,9 @@ MAX_INTEGER_VARIABLES = 4_000
 #: when this many LPs' time is left
 INTEGER_COST_FACTOR = 100
 
+#: HiGHS options of the integer program, one ``name=value`` a line: no output of its own
+HIGHS_OPTIONS = "output_flag=false"
+
 TypeKey = tuple[str, int, int]  # (kind, stage, direction)
 
 
@@ -167,6 +170,11 @@ class _CountLP:
         lp = pywraplp.Solver.CreateSolver(name)
         if lp is None:
             raise LookupError(f"this OR-Tools build has no {name} solver")
+        if integer:
+            # HiGHS writes its banner to the process's stdout (a CLI's output, a JSON
+            # stream) unless told not to; OR-Tools 9.15 returns False here even when the
+            # option is applied (checked by tests/test_count_bound.py)
+            lp.SetSolverSpecificParametersAsString(HIGHS_OPTIONS)
         self.lp = lp
         var = lp.IntVar if integer else lp.NumVar
         self.n = {k: [var(0.0, float(len(ty.heads)), "") for _ in range(slots)]
