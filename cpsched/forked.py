@@ -101,6 +101,11 @@ class ForkedCall:
             raise payload
         return payload
 
+    def ready(self, timeout: float = 0.0) -> bool:
+        """Whether the child's answer has come (or the child has ended), waiting at most
+        ``timeout`` seconds."""
+        return bool(self._conn.poll(max(0.0, timeout)))
+
     def cancel(self) -> None:
         """Kill the child if it still runs, and release the pipe."""
         if self._proc.is_alive():

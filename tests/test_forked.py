@@ -58,6 +58,15 @@ def test_a_child_that_dies_is_an_error_with_its_exit_code() -> None:
         ForkedCall(_die).result()
 
 
+def test_ready_waits_at_most_its_timeout() -> None:
+    call = ForkedCall(_sleep)
+    t = time.perf_counter()
+    assert not call.ready(0.2) and time.perf_counter() - t < 5.0
+    call.cancel()
+    done = ForkedCall(_square, 3)
+    assert done.ready(30.0) and done.result()[0] == 9
+
+
 def test_cancel_kills_a_running_child() -> None:
     call = ForkedCall(_sleep)
     t = time.perf_counter()

@@ -72,7 +72,7 @@ class CountBound:
     grid (``grid`` ticks a slot, ``slots`` of them at the upper end), the LPs solved, the
     ``seconds``, whether the search ended (``complete``) rather than ran out of time, and
     the integer programs solved after the LP (``programs``; docs/modelling.md §56) with the
-    LP's own bound (``lp_bound``, ticks)."""
+    LP's own bound (``lp_bound``, ticks) and one LP's mean time (``lp_seconds``)."""
 
     bound: int
     device: int | None
@@ -83,6 +83,7 @@ class CountBound:
     complete: bool
     programs: int = 0
     lp_bound: int = 0
+    lp_seconds: float = 0.0
 
 
 def applies(inst: Instance) -> bool:
@@ -350,7 +351,7 @@ def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper
         return None if time_limit is None else time_limit - (time.perf_counter() - t0)
 
     best, best_dev, grid, slots, lps, complete = lower, None, 0, 0, 0, True
-    programs, lp_best = 0, lower
+    programs, lp_best, lp_seconds = 0, lower, 0.0
     for d in devices:
         seconds = left()
         if stopped() or (seconds is not None and seconds <= 0):
@@ -363,14 +364,16 @@ def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper
         least, n, done = _least_slots(lp, lower // lp.g, upper // lp.g, left, stopped)
         lps, complete = lps + n, complete and done
         lp_best = max(lp_best, least * lp.g)
+        lp_seconds = max(lp_seconds, (time.perf_counter() - t_lp) / max(n, 1))
         if integer and done:
             least, k, done = _integer_slots(lp, least, upper // lp.g, left, stopped,
-                                            (time.perf_counter() - t_lp) / max(n, 1))
+                                            lp_seconds)
             programs, complete = programs + k, complete and done
         if least * lp.g > best:
             best, best_dev, grid, slots = least * lp.g, d, lp.g, lp.slots
     return CountBound(min(best, upper), best_dev, grid, slots, lps,
-                      time.perf_counter() - t0, complete, programs, min(lp_best, upper))
+                      time.perf_counter() - t0, complete, programs, min(lp_best, upper),
+                      lp_seconds)
 
 
 def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float | None],
@@ -389,3 +392,27 @@ def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float |
     except LookupError:  # no HiGHS in this OR-Tools build
         return least, 0, True
     return _least_slots(ip, least, hi, left, stopped)
+
+
+def integer_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, device: int, least: int,
+                  upper: int, time_limit: float, lp_seconds: float
+                  ) -> tuple[int, int, bool, float]:
+    """The integer stage of :func:`count_bound` alone, for ``device`` whose LP search ended
+    at ``least`` (ticks; ``upper`` as there): the least makespan (ticks) at which the
+    integer program is feasible (:func:`_integer_slots`), within ``time_limit`` seconds,
+    ``lp_seconds`` one LP's time (the program's cost guard).  Run in a forked child beside
+    the window search (:mod:`cpsched.solver.count_beside`, docs/modelling.md §57); the same
+    grid as the LP's, since :func:`device_lp` is built from the same arguments.
+
+    Returns:
+        ``(bound in ticks, at least least; programs solved; whether the search ended;
+        seconds)``.
+    """
+    t0 = time.perf_counter()
+    lp = device_lp(inst, g, ht, device, upper)
+    if lp is None:
+        return least, 0, True, time.perf_counter() - t0
+    slots, k, done = _integer_slots(
+        lp, least // lp.g, upper // lp.g,
+        lambda: time_limit - (time.perf_counter() - t0), lambda: False, lp_seconds)
+    return max(least, min(slots * lp.g, upper)), k, done, time.perf_counter() - t0

@@ -30,7 +30,7 @@ from cpsched.graph import (
 )
 from cpsched.instance import Instance
 from cpsched.model import Schedule, Status
-from cpsched.solver import isolated, lns
+from cpsched.solver import count_beside, isolated, lns
 from cpsched.solver.constraints import ordered_heads_tails
 from cpsched.solver.overlap import PairSolution, pair_solution
 from cpsched.solver.pipeline_model import PipelineModel, solution_schedule
@@ -269,8 +269,8 @@ def solve(inst: Instance, *, time_limit: float | None = 60.0, workers: int | Non
     if resumed:  # the relaxation ended before its share of the time: the search goes on
         out, (schedule, makespan, bound, best) = _resume(
             model, best, makespan, bound, deadline, (workers, seed, parameters), cb, stop, trust)
-    _certify(schedule, min(bound, makespan), t0, warm, start_horizon,
-             message := _restricted_message(model))
+    bound = min(count_beside.collect(pre, bound, deadline), makespan)  # §57
+    _certify(schedule, bound, t0, warm, start_horizon, message := _restricted_message(model))
     return Result(schedule=schedule, solve_seconds=schedule.solve_seconds, warm_start=warm,
                   solver_status=out.status_name, message=message,
                   stats=_stats(model, out, cb, lb, resumed, relaxed, windows) | pre)
@@ -287,13 +287,13 @@ MODEL_SECONDS_PER_ACTION_PAIRS = 4e-4
 #: after the window search the model is built only with at least this many seconds to search
 MIN_MODEL_SECONDS = 1.0
 NO_TIME_MESSAGE = ("too little time left to build the full model after the window search: "
-                   "its schedule, with the combinatorial bound")
+                   "its schedule, with the bounds proven without the model")
 NO_TIME_WARM_MESSAGE = ("too little time left for the window search or the full model: the "
-                        "warm start, with the combinatorial bound")
+                        "warm start, with the bounds proven without the model")
 SEARCH_TIME_MESSAGE = ("the window search ran to the time limit (at this size the full model "
                        "after it finds nothing in minutes, docs/modelling.md §33): its "
-                       "schedule, with the combinatorial bound")
-SEARCH_MESSAGE = "method search: the window search's schedule, with the combinatorial bound"
+                       "schedule, with the bounds proven without the model")
+SEARCH_MESSAGE = "method search: the window search's schedule, bounds proven without the model"
 SEARCH_DONE_MESSAGE = "method search: the warm start meets the bound, nothing to search"
 
 
@@ -340,11 +340,11 @@ def _without_model(inst: Instance, g: Any, hint: Any, lb: int, horizon: int,
     """The window search's best schedule (or the warm start when it did not run), validated,
     when the model is not built (method ``search``, Ctrl-C in the window search, or too little
     time left for it); ``hint`` is ``{action: start}`` or, with an overlap cost, a
-    :class:`PairSolution`; ``pre``: the stats of the steps before the search (modulo
-    pattern, tent bound)."""
+    :class:`PairSolution`; ``pre``: the stats of the steps before the search."""
     schedule = solution_schedule(inst, nx.get_node_attributes(g, "device"),
                                  nx.get_node_attributes(g, "duration"), hint, "cpsat")
-    _certify(schedule, min(lb, horizon), t0, warm, start_horizon, message)
+    _certify(schedule, min(count_beside.collect(pre, lb, None), horizon), t0, warm,
+             start_horizon, message)
     return Result(schedule, schedule.solve_seconds, warm, "UNKNOWN", message=message, stats={
         "window_search": window_stats(inst, windows), "combinatorial_bound": inst.from_ticks(lb)
     } | pre)
@@ -463,7 +463,7 @@ def _before_search(inst: Instance, candidates: Mapping[str, Schedule],
     warm, hint, horizon, pattern = _warm_start(inst, candidates, lb, deadline, stop, workers)
     lb, tents = tent(inst, g, ht, lb, horizon, deadline, stop, pair_ht)
     lb, spans = span(inst, g, ordered, lb, horizon, deadline, stop, workers)  # §53
-    lb, counts = count(inst, g, ordered, lb, horizon, deadline, stop)  # §55
+    lb, counts = count(inst, g, ordered, lb, horizon, deadline, stop, workers)  # §55, §57
     lb, windows = pair_windows(inst, g, pair_ht, lb, horizon, deadline, stop)
     lb, relaxed = pair_relaxation(inst, g, pair_ht and (pair_ht[0], ordered), lb, horizon,
                                   deadline, stop, parallel=workers > 1)

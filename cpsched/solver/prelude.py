@@ -23,7 +23,7 @@ from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.pair_window_bound import pair_window_bound
 from cpsched.schedules import modulo
-from cpsched.solver import lns, modulo_exact
+from cpsched.solver import count_beside, lns, modulo_exact
 from cpsched.solver.count_bound import applies as count_applies
 from cpsched.solver.count_bound import count_bound
 from cpsched.solver.family import (
@@ -337,27 +337,33 @@ COUNT_SHARE, COUNT_MAX_SECONDS = 0.12, 15.0
 
 
 def count(inst: Instance, g: Any, ordered: Any, lb: int, upper: int, deadline: float | None,
-          stop: Any) -> tuple[int, dict[str, Any] | None]:
+          stop: Any, workers: int = 1) -> tuple[int, dict[str, Any] | None]:
     """The counting bound (:mod:`cpsched.solver.count_bound`, docs/modelling.md §55) of the
     most pressured device when it applies and a gap to ``upper`` (a known makespan, ticks)
     is open, within :data:`COUNT_SHARE` of the time left (at most
     :data:`COUNT_MAX_SECONDS`; with a deadline the integer program may follow the LP when
-    its share allows, docs/modelling.md §56): the bound (ticks, at least ``lb``) and
-    ``Result.stats["count"]`` (None when it did not run).  ``ordered``: the heads and tails
-    of every FIFO schedule (docs/modelling.md §30)."""
+    its share allows, docs/modelling.md §56; with more than one search ``workers`` it runs
+    instead in a child beside the search, :mod:`cpsched.solver.count_beside`, §57): the
+    bound (ticks, at least ``lb``) and ``Result.stats["count"]`` (None when it did not run;
+    the child's handle under ``"beside"`` until :func:`~cpsched.solver.count_beside.collect`).
+    ``ordered``: the heads and tails of every FIFO schedule (docs/modelling.md §30)."""
     if not count_applies(inst) or lb >= upper or stop.requested:
         return lb, None
     wall = _bound_seconds(deadline, COUNT_SHARE, COUNT_MAX_SECONDS)
     if wall is not None and wall < 0.5:
         return lb, None
     devices = pressured_devices(inst, g, ordered, 1)
+    beside = count_beside.applies(deadline, workers) and bool(devices)
     # the integer program (§56) only with a deadline: its time is not known in advance
     r = count_bound(inst, g, ordered, lb, upper, devices, time_limit=wall,
-                    stopped=lambda: stop.requested, integer=deadline is not None)
-    return r.bound, {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
-                     "device": r.device, "grid": inst.from_ticks(r.grid), "lps": r.lps,
-                     "programs": r.programs, "complete": r.complete,
-                     "seconds": round(r.seconds, 2)}
+                    stopped=lambda: stop.requested, integer=deadline is not None and not beside)
+    stats = {"bound": inst.from_ticks(r.bound), "before": inst.from_ticks(lb),
+             "device": r.device, "grid": inst.from_ticks(r.grid), "lps": r.lps,
+             "programs": r.programs, "complete": r.complete, "seconds": round(r.seconds, 2)}
+    if beside and deadline is not None:  # §57
+        stats[count_beside.KEY] = count_beside.start(inst, g, ordered, devices[0], r, upper,
+                                                     deadline, stop)
+    return r.bound, stats
 
 
 def pair_windows(inst: Instance, g: Any, relaxed: Any, lb: int, upper: int,

@@ -1,0 +1,97 @@
+"""The counting bound's integer program beside the window search (docs/modelling.md §57).
+
+The integer program (docs/modelling.md §56) raises the counting LP's bound where memory
+paces a device (the limit-24 row: 2270 → 2285 in about 50 s), but one program takes 50-100
+LPs' time, more than the counting step's share of a `solve -t 120`.  With a time limit and
+more than one search worker it runs instead in a forked child (:class:`cpsched.forked.
+ForkedCall`) from the end of the counting step until the search's end, on the second core
+while the search goes on; its bound joins the others when the schedule is certified.  The
+search then shares the cores with it: on the limit-24 row the window search reached the
+same 2315 beside it (§57).
+
+The child ends by its own time limit (so the programs it has decided are kept); if it has
+not answered when the schedule is certified it is killed and nothing is lost but its
+bound.  A Ctrl-C kills it at once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from cpsched.forked import ForkedCall, can_fork
+from cpsched.instance import Instance
+from cpsched.solver.count_bound import CountBound, integer_bound
+from cpsched.solver.search_run import seconds_left
+
+#: Least seconds worth starting the child for (one integer program of the limit-24 row's
+#: device takes 17 s alone, §56).
+MIN_SECONDS = 10.0
+#: Seconds the child ends before the search does (HiGHS may overrun its time limit a little).
+MARGIN_SECONDS = 1.0
+#: Most seconds the certification waits for a child that has not answered yet.
+WAIT_SECONDS = 2.0
+#: Key of the handle in ``Result.stats["count"]`` until :func:`collect` replaces it.
+KEY = "beside"
+
+
+def applies(deadline: float | None, workers: int) -> bool:
+    """With a time limit, more than one search worker and a platform that forks."""
+    return deadline is not None and workers > 1 and can_fork()
+
+
+class Beside:
+    """The child running :func:`~cpsched.solver.count_bound.integer_bound`, started at
+    construction; ``stop`` is the solve's stop (a Ctrl-C kills the child)."""
+
+    def __init__(self, inst: Instance, args: tuple[Any, ...], seconds: float,
+                 stop: Any) -> None:
+        self.inst, self.stop = inst, stop
+        self.call = ForkedCall(integer_bound, inst, *args[:5], seconds, args[5])
+
+    def bound(self, deadline: float) -> tuple[int, int, bool, float] | None:
+        """The child's ``(bound ticks, programs, complete, seconds)``, waiting for it at most until
+        :data:`WAIT_SECONDS` or ``deadline`` (None: not answered in time, stopped, or
+        failed; the child is then killed)."""
+        wait = min(WAIT_SECONDS, max(0.0, deadline - time.perf_counter()))
+        if self.stop.requested or not self.call.ready(wait):
+            self.call.cancel()
+            return None
+        try:
+            return self.call.result()
+        except Exception:  # noqa: BLE001  (a failed child proves nothing; the LP's bound stands)
+            return None
+
+
+def start(inst: Instance, g: Any, ordered: Any, device: int, r: CountBound, upper: int,
+          deadline: float, stop: Any) -> Beside | None:
+    """The child for ``device`` after the complete LP search ``r`` against ``upper`` (ticks),
+    with the time until the search's end (:func:`~cpsched.solver.search_run.seconds_left`
+    less :data:`MARGIN_SECONDS`); None when that is under :data:`MIN_SECONDS`, the LP's
+    search did not end, or it already met ``upper``."""
+    seconds = seconds_left(inst, deadline) - MARGIN_SECONDS
+    if not r.complete or r.lp_bound >= upper or seconds < MIN_SECONDS or stop.requested:
+        return None
+    return Beside(inst, (g, ordered, device, r.lp_bound, upper, r.lp_seconds), seconds, stop)
+
+
+def collect(stats: dict[str, Any], bound: int, deadline: float | None) -> int:
+    """``bound`` (ticks) raised by the child's bound when one ran (its handle in
+    ``stats["count"]``), with ``stats["count"]`` updated (``bound``, ``programs``,
+    ``beside``: the child's own seconds, or None when it did not answer)."""
+    cb = stats.get("count")
+    handle = cb.pop(KEY, None) if cb is not None else None
+    if not isinstance(handle, Beside):
+        return bound
+    got = handle.bound(time.perf_counter() + WAIT_SECONDS if deadline is None else deadline)
+    cb[KEY] = None if got is None else round(got[3], 2)
+    if got is None:
+        return bound
+    ticks, programs, _, _ = got
+    cb["programs"] = cb.get("programs", 0) + programs
+    if ticks > handle.inst.ticks(cb["bound"]):
+        cb["bound"] = handle.inst.from_ticks(ticks)
+    return max(bound, ticks)
+
+
+__all__ = ["Beside", "applies", "collect", "start"]

@@ -1,0 +1,121 @@
+"""The counting bound's integer program beside the window search (docs/modelling.md §57):
+the child's bound is the integer program's, joins the certified bound, and a child that is
+stopped, late or failing costs nothing but its bound."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from conftest import make
+
+from cpsched import solve
+from cpsched.solver import count_beside, facade, prelude
+from cpsched.solver.count_bound import count_bound, integer_bound
+
+
+def _shape() -> tuple[Any, ...]:
+    """The limit-24 row's shape at m = 32 (docs/modelling.md §56: LP 1310, integer 1315,
+    the optimum in [1315, 1329]) with its combinatorial bound, graph and heads and tails."""
+    inst = make(16, 2, 32, F=5, B=10, limit=24)
+    lb, g, _, _, ordered = facade._bounds(inst)  # noqa: SLF001
+    return inst, lb, g, ordered
+
+
+def test_integer_bound_is_the_integer_stage_of_count_bound() -> None:
+    """Run alone from the LP's end, the integer stage proves what ``count_bound`` with
+    ``integer`` does: 1315 (a generous limit: the programs take seconds)."""
+    inst, lb, g, ordered = _shape()
+    r = count_bound(inst, g, ordered, lb, 1329, [0])
+    assert (r.lp_bound, r.complete) == (1310, True) and r.lp_seconds > 0
+    bound, programs, done, seconds = integer_bound(inst, g, ordered, 0, r.lp_bound, 1329,
+                                                   600.0, r.lp_seconds)
+    assert (bound, done) == (1315, True) and programs >= 2 and 0 < seconds < 600
+    assert count_bound(inst, g, ordered, lb, 1329, [0], integer=True).bound == bound
+
+
+def _stop(requested: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(requested=requested)
+
+
+def test_prelude_starts_the_child_and_collect_joins_its_bound() -> None:
+    """With a deadline and two workers the LP runs in the step and the integer program in
+    the child; :func:`count_beside.collect` raises the bound to the child's and leaves
+    plain stats (JSON) behind."""
+    inst, lb, g, ordered = _shape()
+    deadline = time.perf_counter() + 600.0
+    bound, stats = prelude.count(inst, g, ordered, lb, 1329, deadline, _stop(), workers=2)
+    assert bound == 1310 and stats is not None and stats["programs"] == 0
+    assert isinstance(stats[count_beside.KEY], count_beside.Beside)
+    pre: dict[str, Any] = {"count": stats}
+    handle = stats[count_beside.KEY]
+    assert handle.call.ready(600.0)  # wait for the child here, not in collect's 2 s
+    assert count_beside.collect(pre, bound, deadline) == 1315
+    assert stats["bound"] == 1315 and stats["programs"] >= 2
+    assert isinstance(stats[count_beside.KEY], float)
+    json.dumps(pre)
+    assert count_beside.collect(pre, 1320, deadline) == 1320  # collected once
+
+
+def test_no_child_without_a_deadline_or_a_second_worker() -> None:
+    inst, lb, g, ordered = _shape()
+    for deadline, workers in ((None, 2), (time.perf_counter() + 600.0, 1)):
+        _, stats = prelude.count(inst, g, ordered, lb, 1329, deadline, _stop(), workers)
+        assert stats is not None and count_beside.KEY not in stats
+    assert not count_beside.applies(None, 2) and not count_beside.applies(1.0, 1)
+
+
+def _slow(*_: object) -> tuple[int, int, bool, float]:
+    time.sleep(60)
+    return 10**9, 1, True, 60.0  # never reached: the child is killed
+
+
+def _fail(*_: object) -> tuple[int, int, bool, float]:
+    raise ValueError("a program that failed")
+
+
+def _beside(monkeypatch: pytest.MonkeyPatch, fn: Any, stop: SimpleNamespace
+            ) -> tuple[dict[str, Any], count_beside.Beside]:
+    monkeypatch.setattr(count_beside, "integer_bound", fn)
+    inst = make(2, 1, 2, limit=2)
+    handle = count_beside.Beside(inst, (None, None, 0, 0, 10, 0.1), 60.0, stop)
+    return {"count": {"bound": 0, "programs": 0, count_beside.KEY: handle}}, handle
+
+
+@pytest.mark.parametrize("case", ["stopped", "late", "failed"])
+def test_a_stopped_late_or_failed_child_keeps_the_bound(monkeypatch: pytest.MonkeyPatch,
+                                                        case: str) -> None:
+    """Ctrl-C (the stop asked), no answer by the deadline, or an exception in the child:
+    the bound stays as it was, the child is gone, and collecting takes no more than the
+    wait it allows."""
+    stop = _stop(case == "stopped")
+    pre, handle = _beside(monkeypatch, _fail if case == "failed" else _slow, stop)
+    if case == "failed":
+        assert handle.call.ready(60.0)
+    t = time.perf_counter()
+    assert count_beside.collect(pre, 7, time.perf_counter()) == 7
+    assert time.perf_counter() - t < count_beside.WAIT_SECONDS + 5.0
+    assert pre["count"][count_beside.KEY] is None and pre["count"]["bound"] == 0
+    assert not handle.call._proc.is_alive()  # noqa: SLF001
+
+
+def test_collect_without_a_child_is_the_bound() -> None:
+    assert count_beside.collect({}, 5, None) == 5
+    assert count_beside.collect({"count": None}, 5, None) == 5
+    assert count_beside.collect({"count": {"bound": 1}}, 5, None) == 5
+
+
+def test_solve_with_two_workers_certifies_a_sound_bound() -> None:
+    """End to end with a time limit and two workers: whatever the child managed in the
+    time, the bound lies between the LP's (1310, the step's own) and the schedule, the
+    stats are plain data, and a child that answered proved at least the LP's bound."""
+    inst, _, _, _ = _shape()
+    res = solve(inst, time_limit=30.0, workers=2, method="search")
+    cb = res.stats["count"]
+    assert cb is not None and count_beside.KEY in cb
+    assert 1310 <= (res.lower_bound or 0) <= (res.makespan or 0)
+    assert cb["bound"] <= (res.lower_bound or 0)
+    json.dumps(res.stats, default=str)
