@@ -31,10 +31,12 @@ def test_integer_bound_is_the_integer_stage_of_count_bound() -> None:
     inst, lb, g, ordered = _shape()
     r = count_bound(inst, g, ordered, lb, 1329, [0])
     assert (r.lp_bound, r.complete) == (1310, True) and r.lp_seconds > 0
-    bound, programs, done, seconds = integer_bound(inst, g, ordered, 0, r.lp_bound, 1329,
-                                                   600.0, r.lp_seconds)
-    assert (bound, done) == (1315, True) and programs >= 2 and 0 < seconds < 600
-    assert count_bound(inst, g, ordered, lb, 1329, [0], integer=True).bound == bound
+    told: list[tuple[int, int]] = []
+    got = integer_bound(inst, g, ordered, 0, r.lp_bound, 1329, 600.0, r.lp_seconds,
+                        on_refuted=lambda b, grid: told.append((b, grid)))
+    assert (got.bound, got.complete, got.grid) == (1315, True, 5) and got.programs >= 2
+    assert 0 < got.seconds < 600 and told == [(1315, 5)]  # 1310 refuted: 1315 at least
+    assert count_bound(inst, g, ordered, lb, 1329, [0], integer=True).bound == got.bound
 
 
 def _stop(requested: bool = False) -> SimpleNamespace:
@@ -55,7 +57,7 @@ def test_prelude_starts_the_child_and_collect_joins_its_bound() -> None:
     assert handle.call.ready(600.0)  # wait for the child here, not in collect's 2 s
     assert count_beside.collect(pre, bound, deadline) == 1315
     assert stats["bound"] == 1315 and stats["programs"] >= 2
-    assert isinstance(stats[count_beside.KEY], float)
+    assert stats[count_beside.KEY]["complete"] is True
     json.dumps(pre)
     assert count_beside.collect(pre, 1320, deadline) == 1320  # collected once
 
@@ -68,12 +70,15 @@ def test_no_child_without_a_deadline_or_a_second_worker() -> None:
     assert not count_beside.applies(None, 2) and not count_beside.applies(1.0, 1)
 
 
-def _slow(*_: object) -> tuple[int, int, bool, float]:
+def _slow(*_: object, on_refuted: Any) -> tuple[int, int, bool, float, int]:
+    """Proves 42 on a grid of 5, then takes longer than anyone waits."""
+    on_refuted(42, 5)
     time.sleep(60)
-    return 10**9, 1, True, 60.0  # never reached: the child is killed
+    return 10**9, 9, True, 60.0, 5  # never reached: the child is killed
 
 
-def _fail(*_: object) -> tuple[int, int, bool, float]:
+def _fail(*_: object, on_refuted: Any) -> tuple[int, int, bool, float, int]:
+    on_refuted(42, 5)
     raise ValueError("a program that failed")
 
 
@@ -82,23 +87,30 @@ def _beside(monkeypatch: pytest.MonkeyPatch, fn: Any, stop: SimpleNamespace
     monkeypatch.setattr(count_beside, "integer_bound", fn)
     inst = make(2, 1, 2, limit=2)
     handle = count_beside.Beside(inst, (None, None, 0, 0, 10, 0.1), 60.0, stop)
-    return {"count": {"bound": 0, "programs": 0, count_beside.KEY: handle}}, handle
+    return {"count": {"bound": 0, "device": None, "grid": 0, "programs": 0,
+                      count_beside.KEY: handle}}, handle
 
 
 @pytest.mark.parametrize("case", ["stopped", "late", "failed"])
-def test_a_stopped_late_or_failed_child_keeps_the_bound(monkeypatch: pytest.MonkeyPatch,
-                                                        case: str) -> None:
+def test_a_stopped_late_or_failed_child_keeps_what_it_proved(
+        monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     """Ctrl-C (the stop asked), no answer by the deadline, or an exception in the child:
-    the bound stays as it was, the child is gone, and collecting takes no more than the
-    wait it allows."""
+    the child is gone, collecting takes no longer than the wait it allows, and the bound it
+    had proved (shared memory) is used — not complete."""
     stop = _stop(case == "stopped")
     pre, handle = _beside(monkeypatch, _fail if case == "failed" else _slow, stop)
-    if case == "failed":
-        assert handle.call.ready(60.0)
+    assert handle.call.ready(60.0) if case == "failed" else True
+    deadline = time.perf_counter() + 60.0
+    while handle.shared[0] != 42 and time.perf_counter() < deadline:  # the child's first proof
+        time.sleep(0.01)
     t = time.perf_counter()
-    assert count_beside.collect(pre, 7, time.perf_counter()) == 7
+    assert count_beside.collect(pre, 7, time.perf_counter()) == 42
     assert time.perf_counter() - t < count_beside.WAIT_SECONDS + 5.0
-    assert pre["count"][count_beside.KEY] is None and pre["count"]["bound"] == 0
+    cb = pre["count"]
+    assert cb[count_beside.KEY]["complete"] is False and cb["programs"] == 1
+    assert (cb["device"], cb["grid"]) == (0, handle.inst.from_ticks(5))
+    assert cb["bound"] == handle.inst.from_ticks(42)
+    assert count_beside.collect(pre, 50, None) == 50  # collected once
     assert not handle.call._proc.is_alive()  # noqa: SLF001
 
 

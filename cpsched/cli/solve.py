@@ -306,7 +306,7 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
         say(f"counting bound: {fmt(cb['before'])} -> {fmt(cb['bound'])} in {cb['seconds']:g} s "
             f"(device {cb['device']}'s counts on a grid of {fmt(cb['grid'])}, {cb['lps']} LPs"
             + (f", {cb['programs']} integer program{'s' * (cb['programs'] > 1)}"
-               + (f" beside the search ({cb['beside']:g} s)" if cb.get("beside") else "")
+               + (f" beside the search ({cb['beside']['seconds']:g} s)" if cb.get("beside") else "")
                if cb.get("programs") else "") + ")")
     pw = res.stats.get("pair_windows")
     if pw is not None and pw["bound"] > pw["before"]:  # docs/modelling.md §28

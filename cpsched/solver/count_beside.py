@@ -9,19 +9,20 @@ while the search goes on; its bound joins the others when the schedule is certif
 search then shares the cores with it: on the limit-24 row the window search reached the
 same 2315 beside it (§57).
 
-The child ends by its own time limit (so the programs it has decided are kept); if it has
-not answered when the schedule is certified it is killed and nothing is lost but its
-bound.  A Ctrl-C kills it at once.
+The child ends by its own time limit; it also writes each bound a program proves into
+memory shared with the parent, so a child that has not answered when the schedule is
+certified (or a Ctrl-C) is killed and what it proved is still used.
 """
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import time
 from typing import Any
 
 from cpsched.forked import ForkedCall, can_fork
 from cpsched.instance import Instance
-from cpsched.solver.count_bound import CountBound, integer_bound
+from cpsched.solver.count_bound import CountBound, IntegerBound, integer_bound
 from cpsched.solver.search_run import seconds_left
 
 #: Least seconds worth starting the child for (one integer program of the limit-24 row's
@@ -40,27 +41,44 @@ def applies(deadline: float | None, workers: int) -> bool:
     return deadline is not None and workers > 1 and can_fork()
 
 
+def _child(shared: Any, *args: Any) -> IntegerBound:  # pragma: no cover - in the child
+    """:func:`~cpsched.solver.count_bound.integer_bound` writing each bound it proves, its
+    grid and the programs refuted so far into ``shared`` (``[bound, grid, programs]``)."""
+
+    def refuted(bound: int, grid: int) -> None:
+        shared[2] += 1  # the bound last: a parent that sees it sees the rest
+        shared[1] = grid
+        shared[0] = bound
+
+    return integer_bound(*args, on_refuted=refuted)
+
+
 class Beside:
-    """The child running :func:`~cpsched.solver.count_bound.integer_bound`, started at
-    construction; ``stop`` is the solve's stop (a Ctrl-C kills the child)."""
+    """The child running :func:`~cpsched.solver.count_bound.integer_bound` on ``args``
+    (its arguments between the instance and the time limit, then one LP's seconds),
+    started at construction; ``stop`` is the solve's stop (a Ctrl-C kills the child)."""
 
     def __init__(self, inst: Instance, args: tuple[Any, ...], seconds: float,
                  stop: Any) -> None:
-        self.inst, self.stop = inst, stop
-        self.call = ForkedCall(integer_bound, inst, *args[:5], seconds, args[5])
+        self.inst, self.stop, self.t0 = inst, stop, time.perf_counter()
+        self.device = args[2]
+        self.shared = mp.get_context("fork").Array("q", [args[3], 0, 0], lock=False)
+        self.call = ForkedCall(_child, self.shared, inst, *args[:5], seconds, args[5])
 
-    def bound(self, deadline: float) -> tuple[int, int, bool, float] | None:
-        """The child's ``(bound ticks, programs, complete, seconds)``, waiting for it at most until
-        :data:`WAIT_SECONDS` or ``deadline`` (None: not answered in time, stopped, or
-        failed; the child is then killed)."""
+    def bound(self, deadline: float) -> IntegerBound:
+        """The child's :class:`~cpsched.solver.count_bound.IntegerBound`, waiting for it at
+        most :data:`WAIT_SECONDS` and not past ``deadline``; without an answer by then (or
+        stopped, or failed) the child is killed and what it had proved is returned
+        (``complete`` False)."""
         wait = min(WAIT_SECONDS, max(0.0, deadline - time.perf_counter()))
-        if self.stop.requested or not self.call.ready(wait):
-            self.call.cancel()
-            return None
-        try:
-            return self.call.result()
-        except Exception:  # noqa: BLE001  (a failed child proves nothing; the LP's bound stands)
-            return None
+        if not self.stop.requested and self.call.ready(wait):
+            try:
+                return IntegerBound(*self.call.result())
+            except Exception:  # noqa: BLE001, S110  (a failed child: what it wrote stands)
+                pass
+        self.call.cancel()
+        bound, grid, programs = self.shared
+        return IntegerBound(bound, programs, False, time.perf_counter() - self.t0, grid)
 
 
 def start(inst: Instance, g: Any, ordered: Any, device: int, r: CountBound, upper: int,
@@ -77,21 +95,22 @@ def start(inst: Instance, g: Any, ordered: Any, device: int, r: CountBound, uppe
 
 def collect(stats: dict[str, Any], bound: int, deadline: float | None) -> int:
     """``bound`` (ticks) raised by the child's bound when one ran (its handle in
-    ``stats["count"]``), with ``stats["count"]`` updated (``bound``, ``programs``,
-    ``beside``: the child's own seconds, or None when it did not answer)."""
+    ``stats["count"]``), with ``stats["count"]`` updated: ``bound``, ``programs``, the
+    device and grid when the LP had not raised the bound, and ``beside`` — the child's
+    seconds and whether its search ended."""
     cb = stats.get("count")
     handle = cb.pop(KEY, None) if cb is not None else None
     if not isinstance(handle, Beside):
         return bound
     got = handle.bound(time.perf_counter() + WAIT_SECONDS if deadline is None else deadline)
-    cb[KEY] = None if got is None else round(got[3], 2)
-    if got is None:
-        return bound
-    ticks, programs, _, _ = got
-    cb["programs"] = cb.get("programs", 0) + programs
-    if ticks > handle.inst.ticks(cb["bound"]):
-        cb["bound"] = handle.inst.from_ticks(ticks)
-    return max(bound, ticks)
+    cb[KEY] = {"seconds": round(got.seconds, 2), "complete": got.complete}
+    cb["programs"] = cb.get("programs", 0) + got.programs
+    inst = handle.inst
+    if got.bound > inst.ticks(cb["bound"]):
+        cb["bound"] = inst.from_ticks(got.bound)
+        if cb.get("device") is None:
+            cb["device"], cb["grid"] = handle.device, inst.from_ticks(got.grid)
+    return max(bound, got.bound)
 
 
 __all__ = ["Beside", "applies", "collect", "start"]

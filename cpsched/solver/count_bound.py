@@ -37,6 +37,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import networkx as nx
 from ortools.linear_solver import pywraplp
@@ -302,14 +303,16 @@ def _kept(types: dict[TypeKey, _Type], grid: int) -> float:
 
 
 def _least_slots(lp: _CountLP, lo: int, hi: int, left: Callable[[], float | None],
-                 stopped: Callable[[], bool]) -> tuple[int, int, bool]:
+                 stopped: Callable[[], bool],
+                 on_refuted: Callable[[int], None] | None = None) -> tuple[int, int, bool]:
     """The least makespan (slots) in ``[lo, hi]`` at which ``lp`` is feasible, ``hi`` known
     feasible: first ``lo``, then ever larger steps above it (a small gain costs few LPs),
     then bisection.  Returns ``(slots, LPs solved, complete)``; when time runs out, the
     least makespan not yet refuted (every LP found infeasible proves its makespan short,
     and so every shorter one).  A program that ends without a verdict (GLOP's numerics at
     a makespan near the bound: *abnormal*) proves nothing; the search steps past it and the
-    result is then not complete (§56)."""
+    result is then not complete (§56).  ``on_refuted`` is told each new least makespan not
+    refuted (slots) as an infeasible verdict raises it."""
     step, lps, bisect, low, complete = 1, 0, False, lo, True
     while low < hi:
         seconds = left()
@@ -327,6 +330,8 @@ def _least_slots(lp: _CountLP, lo: int, hi: int, left: Callable[[], float | None
         else:
             lo = low = probe + 1
             step *= 2
+            if on_refuted is not None:
+                on_refuted(lo)
     return lo, lps, complete
 
 
@@ -377,7 +382,8 @@ def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper
 
 
 def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float | None],
-                   stopped: Callable[[], bool], lp_seconds: float) -> tuple[int, int, bool]:
+                   stopped: Callable[[], bool], lp_seconds: float,
+                   on_refuted: Callable[[int], None] | None = None) -> tuple[int, int, bool]:
     """The least makespan (slots) in ``[least, hi]`` at which ``lp``'s integer twin is
     feasible (``least``: where the LP is), as :func:`_least_slots`; skipped — ``(least, 0,
     True)`` — when the program has more than :data:`MAX_INTEGER_VARIABLES` counts, HiGHS is
@@ -391,28 +397,48 @@ def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float |
         ip = lp.integer_twin()
     except LookupError:  # no HiGHS in this OR-Tools build
         return least, 0, True
-    return _least_slots(ip, least, hi, left, stopped)
+    return _least_slots(ip, least, hi, left, stopped, on_refuted)
+
+
+class IntegerBound(NamedTuple):
+    """Outcome of :func:`integer_bound`: the ``bound`` (ticks, proven), the programs
+    decided, whether the search ended, its ``seconds`` and the ``grid`` (ticks a slot; 0
+    when no program was built)."""
+
+    bound: int
+    programs: int
+    complete: bool
+    seconds: float
+    grid: int
 
 
 def integer_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, device: int, least: int,
-                  upper: int, time_limit: float, lp_seconds: float
-                  ) -> tuple[int, int, bool, float]:
+                  upper: int, time_limit: float, lp_seconds: float,
+                  on_refuted: Callable[[int, int], None] | None = None) -> IntegerBound:
     """The integer stage of :func:`count_bound` alone, for ``device`` whose LP search ended
     at ``least`` (ticks; ``upper`` as there): the least makespan (ticks) at which the
     integer program is feasible (:func:`_integer_slots`), within ``time_limit`` seconds,
     ``lp_seconds`` one LP's time (the program's cost guard).  Run in a forked child beside
     the window search (:mod:`cpsched.solver.count_beside`, docs/modelling.md §57); the same
     grid as the LP's, since :func:`device_lp` is built from the same arguments.
+    ``on_refuted(bound, grid)`` is told each bound (ticks) as a program raises it, so a
+    caller that cannot wait for the end keeps what is proven.
 
     Returns:
-        ``(bound in ticks, at least least; programs solved; whether the search ended;
-        seconds)``.
+        :class:`IntegerBound` with ``bound`` in ``[least, upper]``.
     """
     t0 = time.perf_counter()
     lp = device_lp(inst, g, ht, device, upper)
     if lp is None:
-        return least, 0, True, time.perf_counter() - t0
+        return IntegerBound(least, 0, True, time.perf_counter() - t0, 0)
+    grid = lp.g
+
+    def refuted(slots: int) -> None:
+        if on_refuted is not None:
+            on_refuted(max(least, min(slots * grid, upper)), grid)
+
     slots, k, done = _integer_slots(
-        lp, least // lp.g, upper // lp.g,
-        lambda: time_limit - (time.perf_counter() - t0), lambda: False, lp_seconds)
-    return max(least, min(slots * lp.g, upper)), k, done, time.perf_counter() - t0
+        lp, least // grid, upper // grid,
+        lambda: time_limit - (time.perf_counter() - t0), lambda: False, lp_seconds, refuted)
+    return IntegerBound(max(least, min(slots * grid, upper)), k, done,
+                        time.perf_counter() - t0, grid)
