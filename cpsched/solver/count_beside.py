@@ -85,10 +85,12 @@ def start(inst: Instance, g: Any, ordered: Any, device: int, r: CountBound, uppe
           deadline: float, stop: Any) -> Beside | None:
     """The child for ``device`` after the complete LP search ``r`` against ``upper`` (ticks),
     with the time until the search's end (:func:`~cpsched.solver.search_run.seconds_left`
-    less :data:`MARGIN_SECONDS`); None when that is under :data:`MIN_SECONDS`, the LP's
-    search did not end, or it already met ``upper``."""
+    less :data:`MARGIN_SECONDS`); None when that is under :data:`MIN_SECONDS`, no LP was
+    solved (none built: the grid too coarse, no buffer), the LP's search did not end, or
+    it already met ``upper``."""
     seconds = seconds_left(inst, deadline) - MARGIN_SECONDS
-    if not r.complete or r.lp_bound >= upper or seconds < MIN_SECONDS or stop.requested:
+    if (not r.complete or r.lps == 0 or r.lp_bound >= upper or seconds < MIN_SECONDS
+            or stop.requested):
         return None
     return Beside(inst, (g, ordered, device, r.lp_bound, upper, r.lp_seconds), seconds, stop)
 
