@@ -99,10 +99,10 @@ def collect(stats: dict[str, Any], bound: int, deadline: float | None) -> int:
     """``bound`` (ticks) raised by the child's bound when one ran (its handle in
     ``stats["count"]``), with ``stats["count"]`` updated: ``bound``, ``programs``, the
     device and grid when the LP had not raised the bound, and ``beside`` — the child's
-    seconds and whether its search ended."""
+    seconds and whether its search ended (left None when no child started)."""
     cb = stats.get("count")
-    handle = cb.pop(KEY, None) if cb is not None else None
-    if not isinstance(handle, Beside):
+    handle = cb.get(KEY) if cb is not None else None
+    if not isinstance(handle, Beside):  # none started (None), or collected already
         return bound
     got = handle.bound(time.perf_counter() + WAIT_SECONDS if deadline is None else deadline)
     cb[KEY] = {"seconds": round(got.seconds, 2), "complete": got.complete}
