@@ -86,7 +86,7 @@ def _beside(monkeypatch: pytest.MonkeyPatch, fn: Any, stop: SimpleNamespace
             ) -> tuple[dict[str, Any], count_beside.Beside]:
     monkeypatch.setattr(count_beside, "integer_bound", fn)
     inst = make(2, 1, 2, limit=2)
-    handle = count_beside.Beside(inst, (None, None, 0, 0, 10, 0.1), 60.0, stop)
+    handle = count_beside.Beside(inst, None, None, 0, 0, 10, 60.0, 0.1, stop)
     return {"count": {"bound": 0, "device": None, "grid": 0, "programs": 0,
                       count_beside.KEY: handle}}, handle
 

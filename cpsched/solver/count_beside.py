@@ -54,16 +54,16 @@ def _child(shared: Any, *args: Any) -> IntegerBound:  # pragma: no cover - in th
 
 
 class Beside:
-    """The child running :func:`~cpsched.solver.count_bound.integer_bound` on ``args``
-    (its arguments between the instance and the time limit, then one LP's seconds),
-    started at construction; ``stop`` is the solve's stop (a Ctrl-C kills the child)."""
+    """The child running :func:`~cpsched.solver.count_bound.integer_bound` for ``device``
+    from ``least`` (ticks) with ``seconds``, started at construction (the other arguments
+    as there); ``stop`` is the solve's stop (a Ctrl-C kills the child)."""
 
-    def __init__(self, inst: Instance, args: tuple[Any, ...], seconds: float,
-                 stop: Any) -> None:
-        self.inst, self.stop, self.t0 = inst, stop, time.perf_counter()
-        self.device = args[2]
-        self.shared = mp.get_context("fork").Array("q", [args[3], 0, 0], lock=False)
-        self.call = ForkedCall(_child, self.shared, inst, *args[:5], seconds, args[5])
+    def __init__(self, inst: Instance, g: Any, ordered: Any, device: int, least: int,
+                 upper: int, seconds: float, lp_seconds: float, stop: Any) -> None:
+        self.inst, self.device, self.stop, self.t0 = inst, device, stop, time.perf_counter()
+        self.shared = mp.get_context("fork").Array("q", [least, 0, 0], lock=False)
+        self.call = ForkedCall(_child, self.shared, inst, g, ordered, device, least, upper,
+                               seconds, lp_seconds)
 
     def bound(self, deadline: float) -> IntegerBound:
         """The child's :class:`~cpsched.solver.count_bound.IntegerBound`, waiting for it at
@@ -92,7 +92,7 @@ def start(inst: Instance, g: Any, ordered: Any, device: int, r: CountBound, uppe
     if (not r.complete or r.lps == 0 or r.lp_bound >= upper or seconds < MIN_SECONDS
             or stop.requested):
         return None
-    return Beside(inst, (g, ordered, device, r.lp_bound, upper, r.lp_seconds), seconds, stop)
+    return Beside(inst, g, ordered, device, r.lp_bound, upper, seconds, r.lp_seconds, stop)
 
 
 def collect(stats: dict[str, Any], bound: int, deadline: float | None) -> int:

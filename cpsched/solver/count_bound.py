@@ -433,12 +433,14 @@ def integer_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, device: int, le
         return IntegerBound(least, 0, True, time.perf_counter() - t0, 0)
     grid = lp.g
 
+    def ticks(slots: int) -> int:
+        return max(least, min(slots * grid, upper))
+
     def refuted(slots: int) -> None:
         if on_refuted is not None:
-            on_refuted(max(least, min(slots * grid, upper)), grid)
+            on_refuted(ticks(slots), grid)
 
     slots, k, done = _integer_slots(
         lp, least // grid, upper // grid,
         lambda: time_limit - (time.perf_counter() - t0), lambda: False, lp_seconds, refuted)
-    return IntegerBound(max(least, min(slots * grid, upper)), k, done,
-                        time.perf_counter() - t0, grid)
+    return IntegerBound(ticks(slots), k, done, time.perf_counter() - t0, grid)
