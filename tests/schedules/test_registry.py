@@ -101,6 +101,51 @@ def test_validated_once_per_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(registry._VALIDATED) < n  # entries go with their schedules
 
 
+def test_memory_rule_and_plain_bound_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run_all`` asks the memory rule of every schedule so far before each expensive
+    generator, and the plain lower bound before each: each is computed once per schedule
+    object and once per instance, and the memory rule again only after a change."""
+    import cpsched.graph
+
+    rule: list[str] = []
+    bounds: list[int] = []
+    real_rule, real_bound = registry.exceeds_memory_limit, cpsched.graph.lower_bound
+
+    def counting_rule(schedule, instance=None):  # noqa: ANN001, ANN202
+        rule.append(schedule.method)
+        return real_rule(schedule, instance)
+
+    def counting_bound(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        bounds.append(1)
+        return real_bound(*a, **k)
+
+    monkeypatch.setattr(registry, "exceeds_memory_limit", counting_rule)
+    monkeypatch.setattr(cpsched.graph, "lower_bound", counting_bound)
+    # p=4 v=2 m=8 F=5 B=10, latency 0.5, limit 6 (docs/spec.md §6 with a latency): both
+    # list portfolios run (nothing closed-form meets the bound), some closed-form ones fit
+    limited = _inst().replace(**{"pipeline.devices": 4, "pipeline.stages_per_device": 2,
+                                 "pipeline.microbatches": 8, "costs.forward": 5,
+                                 "costs.backward": 10, "costs.p2p_latency": 0.5,
+                                 "memory.limit": 6})
+    known = registry.run_all(limited)
+    assert {"list", "list-retimed"} <= set(known)
+    assert sorted(rule) == sorted(set(rule)) and set(rule) <= set(known)
+    assert len(bounds) == 1
+    for s in known.values():
+        assert registry.over_memory_limit(s) == real_rule(s)
+    assert sorted(rule) == sorted(set(rule))  # answers reused: no second ask
+    sch = known["gpipe"]
+    asked = rule.count("gpipe")
+    sch.actions[:] = [a._replace(start=a.start * 0.5, end=a.end * 0.5) for a in sch.actions]
+    assert registry.over_memory_limit(sch) == real_rule(sch)
+    assert rule.count("gpipe") == asked + 1  # changed in place: asked again
+    other = limited.replace(**{"memory.limit": 100})  # another instance: asked, not cached
+    before = rule.count("list")
+    assert not registry.over_memory_limit(known["list"], other)
+    assert not registry.over_memory_limit(known["list"], other)
+    assert rule.count("list") == before + 2
+
+
 def test_past_the_deadline_the_list_scheduler_still_runs_once_when_nothing_fits() -> None:
     # a caller's deadline already passed (a loaded machine, a short time limit): the
     # expensive list portfolio is skipped only when some schedule so far is valid; on
