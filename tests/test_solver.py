@@ -189,6 +189,53 @@ def test_warm_start_passes_over_limit_candidates_without_validating(monkeypatch)
     assert name not in over
 
 
+@pytest.mark.parametrize("shape", [
+    {"p": 4, "v": 2, "m": 8},
+    {"p": 4, "v": 2, "m": 6, "placement": "v", "I": 1, "W": 0.5, "latency": 0.25},
+    {"p": 4, "m": 8, "placement": "bidirectional", "latency": 0.5},
+    {"p": 3, "m": 5, "F": 1.5, "B": 2.25},
+])
+def test_sequential_schedule_is_never_shorter_than_its_floor(shape: dict) -> None:
+    # the warm start builds the sequential fallback only when some candidate is at least
+    # m (bidirectional: m / 2) times one microbatch's chain of forwards and backwards long;
+    # that floor must never exceed the sequential schedule's makespan
+    from cpsched.solver import warm_start
+
+    inst = make(**shape)
+    seq = sequential_schedule(inst)
+    assert warm_start._sequential_needed(inst, {"seq": seq})  # noqa: SLF001
+    back = inst.backward_input if inst.split_backward else inst.backward
+    chain = sum(inst.ticks(f) for f in inst.forward) + sum(inst.ticks(b) for b in back)
+    chained = inst.m // 2 if inst.placement == "bidirectional" else inst.m
+    assert inst.ticks(seq.makespan) >= chained * chain
+
+
+def test_warm_start_builds_the_sequential_schedule_only_when_it_could_win(monkeypatch) -> None:
+    # p=4 v=2 m=8 F=5 B=10, limit 6 (docs/spec.md §6): some known schedules fit, all far
+    # shorter than the sequential 8 x 120 = 960: it is not built, and the choice is the same;
+    # with only candidates over the limit it is the fallback
+    from cpsched.solver import warm_start
+
+    inst = make(4, 2, 8, F=5, B=10, limit=6)
+    known = run_all(inst)
+    built: list[int] = []
+    real = warm_start.sequential_schedule
+
+    def spy(i: Instance) -> Schedule:
+        built.append(1)
+        return real(i)
+
+    monkeypatch.setattr(warm_start, "sequential_schedule", spy)
+    name, _, horizon = warm_start.best_warm_start(inst, known)
+    assert not built and name != "sequential"
+    valid = [s for s in known.values() if not validate(s)]
+    assert horizon == min(inst.ticks(s.makespan) for s in valid)
+    over = {n: s for n, s in known.items() if max(s.peak_memory) > 6}
+    assert over
+    name, rows, horizon = warm_start.best_warm_start(inst, over)
+    assert built and name == "sequential" and horizon == inst.ticks(real(inst).makespan)
+
+
 def test_search_resumes_only_with_a_deadline_an_open_gap_and_time_left() -> None:
     import time
 
