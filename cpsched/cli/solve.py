@@ -64,15 +64,16 @@ ParamOpt = Annotated[list[str] | None, typer.Option(
 __all__ = ["cp_parameters", "solve"]
 
 
-def _known_schedules(inst: Instance, deadline: float, workers: int | None = None
-                     ) -> tuple[dict[str, Schedule], float]:
+def _known_schedules(inst: Instance, deadline: float, workers: int | None = None,
+                     table: bool = True) -> tuple[dict[str, Schedule], float]:
     """Every applicable registered schedule started before ``deadline`` (a perf_counter
-    value), timed and validated: the warm-start candidates and the rows of the table.  A
-    generator whose orders cannot run (a bug in that generator) is reported as a warning and
-    left out; the others stay candidates.  Validating here, before the search, keeps the
-    table's verdicts (cached, :func:`~cpsched.schedules.registry.validated`) inside the
-    time the search is given: 0.2-0.7 s per schedule at 24 576 actions.  The list-scheduling
-    searches run side by side on up to ``workers`` cores (None: every core;
+    value), timed and, for the ``table``, validated: the warm-start candidates and the rows
+    of the table.  A generator whose orders cannot run (a bug in that generator) is reported
+    as a warning and left out; the others stay candidates.  Validating here, before the
+    search, keeps the table's verdicts (cached, :func:`~cpsched.schedules.registry.validated`)
+    inside the time the search is given: 0.2-0.7 s per schedule at 24 576 actions; without
+    a table (``--quiet``) only the warm start's choice validates, in its rank order.  The
+    list-scheduling searches run side by side on up to ``workers`` cores (None: every core;
     :func:`~cpsched.schedules.registry.run_all`'s ``processes``).
 
     Returns:
@@ -90,7 +91,7 @@ def _known_schedules(inst: Instance, deadline: float, workers: int | None = None
     for name, message in failed.items():
         err_console.print(f"warning: known schedule {name} failed and is left out: {message}",
                           markup=False)
-    for sch in known.values():
+    for sch in known.values() if table else ():
         validated(sch)
     return known, _slowdown(time.perf_counter() - wall - timing.get("waited", 0.0),
                             time.process_time() - cpu)
@@ -205,7 +206,8 @@ def solve(
     inst = load(instance, sets, options)
     out = out_dir(out)
     try:
-        known, slowdown = _known_schedules(inst, started + time_limit / 3, workers)
+        known, slowdown = _known_schedules(inst, started + time_limit / 3, workers,
+                                           table=not quiet)
     except KeyboardInterrupt:
         say("interrupted before the search; nothing written")
         raise typer.Exit(130) from None
