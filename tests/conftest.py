@@ -117,3 +117,20 @@ def model_optimum(inst: Instance, upper: int) -> int | None:
     if solver.solve(pm.model) != cp_model.OPTIMAL:
         return None
     return round(solver.objective_value)
+
+
+@pytest.fixture
+def validate_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The methods of the schedules the registry validates (its ``validate`` spied on), in
+    call order."""
+    from cpsched.schedules import registry
+
+    calls: list[str] = []
+    real = registry.validate
+
+    def counting(schedule, instance=None, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls.append(schedule.method)
+        return real(schedule, instance, *a, **k)
+
+    monkeypatch.setattr(registry, "validate", counting)
+    return calls

@@ -589,21 +589,13 @@ def test_slowdown_leaves_out_the_wait_for_a_child(monkeypatch: pytest.MonkeyPatc
     assert slowdown == 1.0
 
 
-def test_known_schedules_validated_for_the_table_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_known_schedules_validated_for_the_table_only(validate_calls: list[str]) -> None:
     # the table's verdicts are validated before the search; with --quiet there is no table,
     # and only what the registry's own checks ask is validated (at 36 864 actions each
     # validation takes about 0.2 s of a short --time-limit)
     from cpsched.cli import solve as solve_cli
-    from cpsched.schedules import registry
 
-    calls: list[str] = []
-    real = registry.validate
-
-    def counting(schedule, instance=None, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
-        calls.append(schedule.method)
-        return real(schedule, instance, *a, **k)
-
-    monkeypatch.setattr(registry, "validate", counting)
+    calls = validate_calls
     inst = make(4, 2, 8, F=5, B=10, limit=6)  # docs/spec.md §6: some over the limit
     known, _ = solve_cli._known_schedules(inst, time.perf_counter() + 60, 1, table=False)
     quiet = set(calls)

@@ -13,7 +13,7 @@ from cpsched.cli.app import app
 from cpsched.instance import Instance
 from cpsched.schedules import registry
 from cpsched.simulate import OrderError
-from cpsched.validate import exceeds_memory_limit
+from cpsched.validate import exceeds_memory_limit, validate
 
 
 @pytest.fixture
@@ -56,19 +56,12 @@ def test_solve_command_warns_and_still_solves(broken: str, tmp_path) -> None:  #
 
 
 # ------------------------------------------------------- validation once per schedule object
-def test_validated_once_per_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validated_once_per_schedule(validate_calls: list[str]) -> None:
     """``validated`` runs the validator once per schedule object and reuses the answer only
     while the schedule's instance and actions are unchanged."""
     import gc
 
-    calls: list[str] = []
-    real = registry.validate
-
-    def counting(schedule, instance=None, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
-        calls.append(schedule.method)
-        return real(schedule, instance, *a, **k)
-
-    monkeypatch.setattr(registry, "validate", counting)
+    calls, real = validate_calls, validate
     limited = _inst().replace(**{"memory.limit": 1})  # gpipe holds 3, 1f1b 2 on device 0
     # run_all checks those at the lower bound (to skip searches); the ones over the memory
     # limit are passed over by the memory rule alone (exceeds_memory_limit), not validated
