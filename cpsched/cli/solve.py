@@ -110,11 +110,14 @@ def _slowdown(wall: float, cpu: float) -> float:
     return min(MAX_SLOWDOWN, max(1.0, wall / cpu))
 
 
-#: Seconds per action for what follows the search — reading the solution back, validating
-#: it, writing the JSON, the table — and a fixed part, mostly the interpreter's exit (about
-#: 0.5 s after a large solve).  Measured on 2 cores from the search's end to the process's:
-#: 1.9 s at 12 288 actions, 3.6 s at 49 152; this leaves room for a slower machine.
-AFTER_SEARCH_PER_ACTION, AFTER_SEARCH_FIXED = 8e-5, 1.0
+#: Seconds per action for what follows the search — writing the JSON, the table — and a
+#: fixed part, mostly the interpreter's exit (about 0.3 s after a large solve).  Measured on
+#: 2 cores from the end of ``solve`` (which checks its own solution within its limit) to the
+#: process's: 0.45 s at 24 576 actions (window search), 0.54 s there with the full model's
+#: solution, 0.95 s at 98 304; session 6's 1.9 s at 12 288 and 3.6 s at 49 152 (8e-5 s an
+#: action until session 54) included checking the solution.  Three times the measured need
+#: or more, for a slower machine; a loaded one scales it by the slowdown.
+AFTER_SEARCH_PER_ACTION, AFTER_SEARCH_FIXED = 3e-5, 1.0
 
 
 def _reserve(inst: Instance, plot: bool, slowdown: float = 1.0) -> float:
