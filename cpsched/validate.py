@@ -64,10 +64,10 @@ def _name(a: TimedAction) -> str:
     return f"{a.stage}{a.kind}{a.microbatch}"
 
 
-def _expected_duration(inst: Instance, a: TimedAction) -> float:
-    s = a.stage
-    return {Kind.F: inst.forward[s], Kind.B: inst.backward[s], Kind.I: inst.backward_input[s],
-            Kind.W: inst.backward_weight[s]}[a.kind]
+def _durations(inst: Instance) -> dict[Kind, tuple[float, ...]]:
+    """Per kind, the instance's durations by stage (time units)."""
+    return {Kind.F: inst.forward, Kind.B: inst.backward, Kind.I: inst.backward_input,
+            Kind.W: inst.backward_weight}
 
 
 #: The ``durations`` modes of :func:`validate`.
@@ -108,10 +108,9 @@ def validate(schedule: Schedule, instance: Instance | None = None,
         return malformed[:max_violations]
 
     by_key: dict[tuple[Kind, int, int], TimedAction] = {}
-    # per kind the durations by stage (_expected_duration without a dict per action); an
-    # action's name is formatted only for a violation (36 864 actions: 0.1 s a schedule)
-    expected = {Kind.F: inst.forward, Kind.B: inst.backward, Kind.I: inst.backward_input,
-                Kind.W: inst.backward_weight}
+    # the durations looked up once, not per action; an action's name is formatted only for
+    # a violation (36 864 actions: 0.1 s a schedule)
+    expected = _durations(inst)
     for a in schedule.actions:
         if not (0 <= a.stage < S and 0 <= a.microbatch < m and 0 <= a.device < p):
             if bad(f"{_name(a)} on device {a.device}: outside devices 0..{p - 1}, stages "
@@ -196,8 +195,8 @@ def validate(schedule: Schedule, instance: Instance | None = None,
                    f"{b.microbatch} must share device, start and end"):
                 return out
             continue
-        exp = ov[f.stage] if ov is not None else (_expected_duration(inst, f)
-                                                  + _expected_duration(inst, b))
+        exp = ov[f.stage] if ov is not None else (expected[f.kind][f.stage]
+                                                  + expected[b.kind][b.stage])
         if timed and abs((f.end - f.start) - exp) > eps and bad(
                 f"overlap {gid} lasts {f.end - f.start:g}; an overlapped F&B pair lasts {exp:g}"):
             return out
