@@ -203,11 +203,9 @@ def test_sequential_schedule_is_never_shorter_than_its_floor(shape: dict) -> Non
 
     inst = make(**shape)
     seq = sequential_schedule(inst)
+    floor = warm_start.sequential_floor(inst)
+    assert 0 < floor <= inst.ticks(seq.makespan)
     assert warm_start._sequential_needed(inst, {"seq": seq})  # noqa: SLF001
-    back = inst.backward_input if inst.split_backward else inst.backward
-    chain = sum(inst.ticks(f) for f in inst.forward) + sum(inst.ticks(b) for b in back)
-    chained = inst.m // 2 if inst.placement == "bidirectional" else inst.m
-    assert inst.ticks(seq.makespan) >= chained * chain
 
 
 def test_warm_start_builds_the_sequential_schedule_only_when_it_could_win(monkeypatch) -> None:

@@ -71,15 +71,21 @@ def best_warm_start(inst: Instance, candidates: Mapping[str, Schedule] | None = 
 
 def _sequential_needed(inst: Instance, pool: Mapping[str, Schedule]) -> bool:
     """Whether the sequential schedule could be chosen over a candidate of ``pool``: some
-    candidate is at least as long as the sequential schedule can be.  That schedule starts
-    each microbatch's first forward after the previous microbatch's backward of the first
-    stage on the same device (on bidirectional placement, the previous microbatch of the
-    same direction), so it lasts at least ``m`` (``m / 2``) times a microbatch's chain of
-    forwards and backwards (:func:`~cpsched.schedules.transforms.sequential_schedule`);
-    below that it serves only as the fallback when no candidate is valid, and is not built
-    (0.3 s at 36 864 actions)."""
+    candidate lasts at least :func:`sequential_floor`.  Below that the sequential schedule
+    serves only as the fallback when no candidate is valid, and is not built (0.3 s at
+    36 864 actions)."""
+    floor = sequential_floor(inst)
+    return any(inst.ticks(sch.makespan) >= floor for sch in pool.values())
+
+
+def sequential_floor(inst: Instance) -> int:
+    """A floor (ticks) under the makespan of
+    :func:`~cpsched.schedules.transforms.sequential_schedule`: it starts each microbatch's
+    first forward after the previous microbatch's backward of the first stage on the same
+    device (on bidirectional placement, the previous microbatch of the same direction), so
+    it lasts at least ``m`` (``m / 2``) times a microbatch's chain of forwards and
+    backwards (``B``, or ``I`` when split)."""
     back = inst.backward_input if inst.split_backward else inst.backward
     chained = inst.m // 2 if inst.placement == "bidirectional" else inst.m
-    floor = chained * (sum(inst.ticks(f) for f in inst.forward)
-                       + sum(inst.ticks(b) for b in back))
-    return any(inst.ticks(sch.makespan) >= floor for sch in pool.values())
+    return chained * (sum(inst.ticks(f) for f in inst.forward)
+                      + sum(inst.ticks(b) for b in back))
