@@ -91,8 +91,9 @@ def _known_schedules(inst: Instance, deadline: float, workers: int | None = None
     for name, message in failed.items():
         err_console.print(f"warning: known schedule {name} failed and is left out: {message}",
                           markup=False)
-    for sch in known.values() if table else ():
-        validated(sch)
+    if table:
+        for sch in known.values():
+            validated(sch)
     return known, _slowdown(time.perf_counter() - wall - timing.get("waited", 0.0),
                             time.process_time() - cpu)
 
@@ -114,7 +115,7 @@ def _slowdown(wall: float, cpu: float) -> float:
 #: fixed part, mostly the interpreter's exit (about 0.3 s after a large solve).  Measured on
 #: 2 cores from the end of ``solve`` (which checks its own solution within its limit) to the
 #: process's: 0.45 s at 24 576 actions (window search), 0.54 s there with the full model's
-#: solution, 0.95 s at 98 304; session 6's 1.9 s at 12 288 and 3.6 s at 49 152 (8e-5 s an
+#: solution, 0.6-1.0 s at 65 536; session 6's 1.9 s at 12 288 and 3.6 s at 49 152 (8e-5 s an
 #: action until session 54) included checking the solution.  Three times the measured need
 #: or more, for a slower machine; a loaded one scales it by the slowdown.
 AFTER_SEARCH_PER_ACTION, AFTER_SEARCH_FIXED = 3e-5, 1.0
