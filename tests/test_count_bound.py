@@ -18,6 +18,7 @@ from cpsched.instance import Instance
 from cpsched.solver import count_bound as count_module
 from cpsched.solver import facade, prelude
 from cpsched.solver.count_bound import (
+    CREEP_SLOWER,
     _integer_slots,
     _least_slots,
     applies,
@@ -225,3 +226,26 @@ def test_search_steps_past_an_abnormal_end_and_stops_at_a_time_out() -> None:
     assert _least_slots(stub, 0, 20, lambda: 5.0, lambda: False) == (3, 3, False)  # type: ignore[arg-type]
     stub = _Stub(10, odd=set(), slow=set())
     assert _least_slots(stub, 0, 20, lambda: None, lambda: False)[::2] == (10, True)  # type: ignore[arg-type]
+
+
+def test_integer_stage_goes_one_slot_at_a_time_once_verdicts_slow_down() -> None:
+    """With ``creep`` the steps stop growing once an infeasible verdict takes more than
+    CREEP_SLOWER times the one before (a program near its threshold, where a feasible verdict
+    above it would cost as much and prove nothing); the result is the same least makespan."""
+    clock = [0.0]
+
+    class Timed(_Stub):
+        def feasible(self, makespan: int, seconds: float | None) -> bool | None:
+            clock[0] += 1.0 if makespan < 6 else 5.0  # slower near the threshold 10
+            return super().feasible(makespan, seconds)
+
+    creeping = Timed(10, odd=set(), slow=set())
+    got = _least_slots(creeping, 0, 20, lambda: None, lambda: False, creep=True,  # type: ignore[arg-type]
+                       clock=lambda: clock[0])
+    assert got == (10, 7, True)
+    assert creeping.asked == [0, 2, 6, 7, 8, 9, 10]  # never above the threshold
+    striding = Timed(10, odd=set(), slow=set())
+    assert _least_slots(striding, 0, 20, lambda: None, lambda: False,  # type: ignore[arg-type]
+                        clock=lambda: clock[0])[::2] == (10, True)
+    assert striding.asked[:4] == [0, 2, 6, 14]  # the LP's doubling steps past it
+    assert CREEP_SLOWER > 1
