@@ -64,8 +64,8 @@ MIN_ACTIONS = 1500
 #: The same with an overlap cost: the full model with its candidate pairs finds little from
 #: 500 actions on (p8 bidirectional m32 at 1F1B's memory: 127.17 -> 126.24 in 300 s, the
 #: window search 120.63 in 55 s; docs/modelling.md §17, *Pairs below 1500 actions*), nor
-#: at 384-432 (five random bidirectional instances with pairs, 2.3-6.9 % longer than with
-#: the window search first; at 192 actions not, §59).
+#: at 384-432 (eleven random bidirectional instances with pairs: nine 0.6-9.2 % longer
+#: than with the window search first, none shorter; at 192 actions not, §59).
 MIN_ACTIONS_PAIRS = 300
 #: The same under a memory limit (no overlap cost): from 500 actions on the full model finds
 #: less in 60 s than the window search with half of the time, e.g. 371.14 against 336.95 on
