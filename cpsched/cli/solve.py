@@ -182,8 +182,8 @@ def solve(
     no_plot: NoPlot = False,
     param: ParamOpt = None,
     method: Annotated[str, typer.Option(
-        "--method", help="auto: the window search on models of 1500 or more actions (500 "
-        "with an overlap cost or a memory limit), then the full CP-SAT model (below that "
+        "--method", help="auto: the window search on models of 1500 or more actions (300 "
+        "with an overlap cost, 500 under a memory limit), then the full CP-SAT model (below that "
         "the model alone; from 1500 actions the search keeps the time until it stops "
         "finding anything, and the model gets what is left); model: the full model only; "
         "search: the window search with all of the time and no full model (the bound is "
