@@ -79,9 +79,10 @@ def _umask() -> int:
     return mask
 
 
-def _temp(out: Path, stem: str, suffix: str) -> Path:
+def temp_file(out: Path, stem: str, suffix: str) -> Path:
     """An empty hidden temporary file in ``out`` ending in ``suffix``, with the
-    permissions a new file gets (``mkstemp`` makes it private)."""
+    permissions a new file gets (``mkstemp`` makes it private); :func:`leftover_temps`
+    finds it if it is left behind."""
     fd, name = tempfile.mkstemp(dir=out, prefix=f".{stem[:40]}.", suffix=f".tmp{suffix}")
     os.close(fd)
     os.chmod(name, 0o666 & ~_umask())
@@ -90,7 +91,7 @@ def _temp(out: Path, stem: str, suffix: str) -> Path:
 
 def _write_temp(out: Path, stem: str, suffix: str, writer: Writer, temps: list[Path]) -> Path:
     """Write one file to a new temporary file (recorded in ``temps``), flushed to disk."""
-    tmp = _temp(out, stem, suffix)
+    tmp = temp_file(out, stem, suffix)
     temps.append(tmp)
     writer(tmp)
     fd = os.open(tmp, os.O_RDONLY)
@@ -221,4 +222,4 @@ def leftover_temps(out: str | Path) -> list[Path]:
 
 
 __all__ = ["MAX_SUFFIX", "OutputError", "Writer", "check_stem", "leftover_temps", "output_dir",
-           "write_file", "write_set"]
+           "temp_file", "write_file", "write_set"]

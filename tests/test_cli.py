@@ -385,6 +385,75 @@ def test_huge_schedule_plot_skipped_with_a_note(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["instance-gpipe.json"]
 
 
+def _article_schedule():  # noqa: ANN202
+    from cpsched.instance import load_instance
+    from cpsched.schedules import run_schedule
+
+    return run_schedule("interleaved-1f1b", load_instance(ARTICLE))
+
+
+def _slow_drawing(schedule, path):  # noqa: ANN001, ANN202, ARG001
+    time.sleep(60)
+
+
+def _dying_drawing(schedule, path):  # noqa: ANN001, ANN202, ARG001
+    os._exit(3)
+
+
+def test_png_drawn_within_its_deadline_is_written(tmp_path: Path) -> None:
+    from cpsched.cli.output import write_outputs
+    from cpsched.outputs import leftover_temps
+
+    paths = write_outputs(_article_schedule(), tmp_path, "x", True,
+                          deadline=time.perf_counter() + 120)
+    assert [p.name for p in paths] == ["x.json", "x.png"]
+    assert paths[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert leftover_temps(tmp_path) == []
+
+
+@pytest.mark.parametrize(("drawing", "reason"), [
+    (_slow_drawing, "no time was left to draw it within --time-limit"),
+    (_dying_drawing, "ended without an answer (exit code 3)"),
+])
+def test_png_not_drawn_by_its_deadline_is_skipped_and_the_json_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], drawing, reason: str) -> None:  # noqa: ANN001
+    """The drawing runs in a child killed at the deadline: a slow or failed drawing costs
+    the PNG, never the time limit or the JSON (docs/guarantees.md §7.4)."""
+    from cpsched.cli.output import write_outputs
+    from cpsched.outputs import leftover_temps
+
+    sch = _article_schedule()
+    t0 = time.perf_counter()
+    with patch("cpsched.plots.gantt_and_memory", drawing):
+        paths = write_outputs(sch, tmp_path, "x", True, deadline=t0 + 1.0)
+    assert time.perf_counter() - t0 < 30  # the slow drawing sleeps 60 s
+    assert [p.name for p in paths] == ["x.json"]
+    assert json.loads(paths[0].read_text())["makespan"] == sch.makespan
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+    assert leftover_temps(tmp_path) == []
+    err = capsys.readouterr().err
+    assert "note: plot skipped: " in err and reason in err
+
+
+def test_ctrl_c_while_drawing_keeps_the_schedule(tmp_path: Path) -> None:
+    with patch("cpsched.cli.output.draw_png", side_effect=KeyboardInterrupt):
+        r = run("solve", ARTICLE, "--out", str(tmp_path), "--workers", "1")
+    assert r.exit_code == 130, r.output
+    assert "interrupted: kept the best schedule so far" in r.output
+    assert [p.name for p in tmp_path.iterdir()] == ["article-interleaved.json"]
+    assert json.loads((tmp_path / "article-interleaved.json").read_text())["makespan"] == 285
+
+
+def test_png_deadline_already_past_draws_nothing(tmp_path: Path) -> None:
+    from cpsched.cli.output import draw_png
+
+    with patch("cpsched.plots.gantt_and_memory", _dying_drawing):
+        assert draw_png(_article_schedule(), tmp_path, "x", time.perf_counter() - 1) == (
+            None, "plot skipped: no time was left to draw it within --time-limit; raise it "
+            "to get one")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_fractional_peak_memory_round_trips(tmp_path: Path) -> None:
     """A file cpsched writes passes cpsched validate, fractional peak memory included."""
     r = run("simulate", ARTICLE, "--set", "memory.activation=0.5", "-s", "interleaved-1f1b",

@@ -3,6 +3,8 @@ solve progress line, and the one way a command fails with a message."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import typer
@@ -96,12 +98,13 @@ def plot_skipped(n_actions: int, budget: float | None = None) -> str | None:
 
 
 def write_outputs(schedule: Schedule, out: Path, stem: str, plot: bool,
-                  budget: float | None = None) -> list[Path]:
+                  budget: float | None = None, deadline: float | None = None) -> list[Path]:
     """Write ``OUT/STEM.json`` (docs/spec.md §3) and, if ``plot``, ``OUT/STEM.png`` (Gantt and
     memory over time) as one set (:func:`cpsched.outputs.write_set`): atomically, never over
     an existing result (the set becomes ``STEM-2``, ``STEM-3``, ... instead) and never mixed
     with another run's.  A huge schedule's PNG is skipped with a note (:func:`plot_skipped`,
-    ``budget`` in seconds).
+    ``budget`` in seconds), and so is one not drawn by ``deadline`` (a
+    ``time.perf_counter()`` value; None: no deadline), see :func:`draw_png`.
 
     Returns:
         The paths written.
@@ -113,17 +116,64 @@ def write_outputs(schedule: Schedule, out: Path, stem: str, plot: bool,
 
     files = {".json": json_writer}
     reason = plot_skipped(len(schedule.actions), budget) if plot else None
-    if plot and reason is None:
-        from cpsched import plots
-
-        def png_writer(path: Path) -> None:
-            plots.gantt_and_memory(schedule, path)
-
-        files[".png"] = png_writer
-    paths = write_set(out, stem, files)
+    drawn: Path | None = None
+    try:
+        if plot and reason is None:
+            drawn, reason = draw_png(schedule, out, stem, deadline)
+            if drawn is not None:
+                png = drawn
+                files[".png"] = lambda path: os.replace(png, path)
+        paths = write_set(out, stem, files)
+    finally:
+        if drawn is not None and drawn.exists():
+            drawn.unlink()
     if reason:
         err_console.print(f"note: {reason}", markup=False)
     return paths
+
+
+def draw_png(schedule: Schedule, out: Path, stem: str,
+             deadline: float | None = None) -> tuple[Path | None, str | None]:
+    """Draw the Gantt-and-memory PNG (:func:`cpsched.plots.gantt_and_memory`) into a new
+    hidden temporary file in ``out``: its path and None, or None and why there is none —
+    not done by ``deadline`` (a ``time.perf_counter()`` value; None: wait for it), or the
+    drawing's process ended without it.
+
+    With a deadline the drawing runs in a forked child (:class:`cpsched.forked.ForkedCall`)
+    that is killed at the deadline, so a drawing slower than :func:`plot_seconds` estimated
+    cannot take a command past its ``--time-limit`` (docs/guarantees.md §7.4); where no child
+    can be forked it is drawn here.  A deadline already past draws nothing.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    from cpsched import plots
+    from cpsched.forked import ForkedCall, can_fork
+    from cpsched.outputs import temp_file
+
+    late = "plot skipped: no time was left to draw it within --time-limit; raise it to get one"
+    if deadline is not None and time.perf_counter() >= deadline:
+        return None, late
+    path = temp_file(out, stem, ".png")
+    try:
+        if deadline is None or not can_fork():
+            plots.gantt_and_memory(schedule, path)
+            return path, None
+        call = ForkedCall(plots.gantt_and_memory, schedule, path)
+        try:
+            if not call.ready(deadline - time.perf_counter()):
+                path.unlink()
+                return None, late
+            call.result()
+        except RuntimeError as exc:  # the child ended without an answer (e.g. out of memory)
+            path.unlink()
+            return None, f"plot skipped: {exc}"
+        finally:
+            call.cancel()
+        return path, None
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def print_wrote(paths: list[Path]) -> None:

@@ -222,9 +222,12 @@ def solve(
     best = res.schedule
     assert best is not None
     try:
-        paths = write_outputs(best, out, inst.name, not no_plot, budget=time_limit / 2)
+        paths = write_outputs(best, out, inst.name, not no_plot, budget=time_limit / 2,
+                              deadline=started + time_limit - _reserve(inst, False, slowdown))
     except OutputError as exc:
         raise fail(str(exc)) from None
+    except KeyboardInterrupt:  # while drawing: keep the schedule, without the PNG
+        _interrupted(inst, res, known, out, True)
     if not quiet:
         _report(inst, res, known)
         print_wrote(paths)

@@ -175,7 +175,7 @@ def _draw_blocks(ax: Axes, schedule: Schedule) -> _Drawn:
             y0 = a.device - ROW_HEIGHT / 2 if a.kind == Kind.F else a.device
             h = ROW_HEIGHT / 2
         ax.add_artist(Rectangle((a.start, y0), w, h, facecolor=face, edgecolor="white",
-                                linewidth=edge_lw, zorder=2,
+                                linewidth=edge_lw, zorder=2, in_layout=False,
                                 gid=f"action:{a.stage}{kind}{a.microbatch}"))
         drawn.labels.append(BlockLabel(a.start, w, y0 + h / 2, h, str(a.microbatch), face))
     for ov, members in sorted(drawn.pairs.items()):
@@ -183,7 +183,8 @@ def _draw_blocks(ax: Axes, schedule: Schedule) -> _Drawn:
         x1 = max(m.end for m in members)
         d = members[0].device
         ax.add_artist(Rectangle((x0, d - ROW_HEIGHT / 2), x1 - x0, ROW_HEIGHT, fill=False,
-                                edgecolor=FRAME, linewidth=0.9, zorder=3, gid=f"overlap:{ov}"))
+                                edgecolor=FRAME, linewidth=0.9, zorder=3, in_layout=False,
+                                gid=f"overlap:{ov}"))
     return drawn
 
 

@@ -103,4 +103,5 @@ def draw_block_labels(ax: Axes, blocks: Sequence[BlockLabel], xspan: float, rows
         if size < MIN_FONT:
             continue
         ax.text(b.x0 + b.width / 2, b.y_centre, b.text, ha="center", va="center",
-                fontsize=round(size, 1), color=text_color(b.face), clip_on=True, zorder=4)
+                fontsize=round(size, 1), color=text_color(b.face), clip_on=True, zorder=4,
+                in_layout=False)
