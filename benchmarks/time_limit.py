@@ -8,6 +8,7 @@ whole process, the overrun past T, the makespan and status it wrote, and the bou
 
     python benchmarks/time_limit.py                      # the default rows, -t 8 and -t 15
     python benchmarks/time_limit.py -t 10 --load 2 p32-v-m128-vhalf-profiled
+    python benchmarks/time_limit.py --typed p16-loop-v2-m64-lim24 -t 30   # table and PNG
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def _spin() -> None:
         pass
 
 
-def run(path: Path, limit: float, load: int) -> dict[str, object]:
-    """One ``cpsched solve`` in a fresh process beside ``load`` busy processes: one row."""
+def run(path: Path, limit: float, load: int, typed: bool = False) -> dict[str, object]:
+    """One ``cpsched solve`` in a fresh process beside ``load`` busy processes: one row.
+    With ``typed`` the command as a user types it (the table and the PNG), else with ``-q
+    --no-plot``."""
     ctx = multiprocessing.get_context("spawn")
     spinners = [ctx.Process(target=_spin, daemon=True) for _ in range(load)]
     for p in spinners:
@@ -45,11 +48,12 @@ def run(path: Path, limit: float, load: int) -> dict[str, object]:
     try:
         with tempfile.TemporaryDirectory() as out:
             cmd = [sys.executable, "-m", "cpsched.cli", "solve", str(path), "-t", str(limit),
-                   "-q", "--no-plot", "-o", out]
+                   *([] if typed else ["-q", "--no-plot"]), "-o", out]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             wall = time.perf_counter() - t0
             files = list(Path(out).glob("*.json"))
+            png = any(Path(out).glob("*.png"))
             doc = json.loads(files[0].read_text()) if files else {}
     finally:
         for p in spinners:
@@ -57,7 +61,8 @@ def run(path: Path, limit: float, load: int) -> dict[str, object]:
     return {"instance": path.stem, "-t": limit, "load": load, "wall s": round(wall, 2),
             "overrun s": round(max(0.0, wall - limit), 2), "exit": proc.returncode,
             "makespan": doc.get("makespan"), "status": doc.get("status"),
-            "bound": doc.get("lower_bound"), "warm start": doc.get("warm_start")}
+            "bound": doc.get("lower_bound"), "warm start": doc.get("warm_start"),
+            **({"png": png} if typed else {})}
 
 
 def main() -> None:
@@ -67,12 +72,15 @@ def main() -> None:
     ap.add_argument("-t", "--time-limit", type=float, nargs="+", default=[8.0, 15.0])
     ap.add_argument("--load", type=int, nargs="+", default=[0, os.cpu_count() or 2],
                     help="busy processes beside the solve (default: 0 and one per core)")
+    ap.add_argument("--typed", action="store_true",
+                    help="the command as a user types it: the table and the PNG (default: "
+                    "-q --no-plot)")
     args = ap.parse_args()
     rows = []
     for name in args.names or DEFAULT:
         for limit in args.time_limit:
             for load in args.load:
-                rows.append(run(SCALE / f"{name}.toml", limit, load))
+                rows.append(run(SCALE / f"{name}.toml", limit, load, args.typed))
                 print(pd.DataFrame(rows[-1:]).to_string(index=False, header=len(rows) == 1),
                       flush=True)
     print()
