@@ -79,7 +79,10 @@ def plot_seconds(n_actions: int) -> float:
     ``n_actions`` actions: 2 s + 1 ms per action, about twice what was measured on a 2-core
     machine after a search (session 11: 6144 actions 3.4 s, 12288 7.2 s, 13824 7.8–8.7 s,
     16384 8.6 s).  Until session 11 it was 1 s + 2 ms per action, which kept 29 s of a 60 s
-    limit for a 7.8 s drawing at 13824 actions; the search got the rest."""
+    limit for a 7.8 s drawing at 13824 actions; the search got the rest.  Where every block
+    carries its number it is not generous (session 56: 4096 actions, 7.4 s before the blocks
+    left the layout, 5.5 s after; 3.9 s inside ``solve``), so a drawing that runs late is
+    killed at the deadline instead (:func:`draw_png`)."""
     return 2.0 + 0.001 * n_actions
 
 
