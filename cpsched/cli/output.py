@@ -158,25 +158,25 @@ def draw_png(schedule: Schedule, out: Path, stem: str,
     if deadline is not None and time.perf_counter() >= deadline:
         return None, late
     path = temp_file(out, stem, ".png")
+    kept = False
     try:
         if deadline is None or not can_fork():
             plots.gantt_and_memory(schedule, path)
-            return path, None
-        call = ForkedCall(plots.gantt_and_memory, schedule, path)
-        try:
-            if not call.ready(deadline - time.perf_counter()):
-                path.unlink()
-                return None, late
-            call.result()
-        except RuntimeError as exc:  # the child ended without an answer (e.g. out of memory)
-            path.unlink()
-            return None, f"plot skipped: {exc}"
-        finally:
-            call.cancel()
+        else:
+            call = ForkedCall(plots.gantt_and_memory, schedule, path)
+            try:
+                if not call.ready(deadline - time.perf_counter()):
+                    return None, late
+                call.result()
+            except RuntimeError as exc:  # the child ended without an answer (out of memory)
+                return None, f"plot skipped: {exc}"
+            finally:
+                call.cancel()
+        kept = True
         return path, None
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
+    finally:
+        if not kept:  # late, failed or raised: no half-drawn file left behind
+            path.unlink(missing_ok=True)
 
 
 def print_wrote(paths: list[Path]) -> None:
