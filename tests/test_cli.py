@@ -385,6 +385,22 @@ def test_huge_schedule_plot_skipped_with_a_note(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["instance-gpipe.json"]
 
 
+def test_plot_time_estimate_counts_the_numbered_blocks() -> None:
+    """A block's number costs more than its block (docs/modelling.md §61): the estimate
+    takes both, and a schedule whose numbers are unknown is taken as numbered throughout."""
+    from cpsched.cli.output import plot_seconds, plot_skipped
+
+    assert plot_seconds(12288, 0) == pytest.approx(1.5 + 0.0004 * 12288)
+    assert plot_seconds(4096, 2048) == pytest.approx(1.5 + 0.0004 * 4096 + 0.0012 * 2048)
+    assert plot_seconds(4096, None) == plot_seconds(4096, 4096) == plot_seconds(4096, 10**6)
+    assert plot_seconds(4096, 0) < plot_seconds(4096, 2048) < plot_seconds(4096, None)
+    # half of -t 12 is 6 s: 8192 unnumbered blocks (4.8 s) are drawn, 12 288 (6.4 s) not,
+    # nor 4096 numbered ones (8.1 s)
+    assert plot_skipped(8192, 6.0, 0) is None
+    assert "takes about 6 s" in (plot_skipped(12288, 6.0, 0) or "")
+    assert "takes about 8 s" in (plot_skipped(4096, 6.0, None) or "")
+
+
 def _article_schedule():  # noqa: ANN202
     from cpsched.instance import load_instance
     from cpsched.schedules import run_schedule

@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
@@ -231,6 +232,16 @@ def test_gantt_idle_time_drawn(article_sched: Schedule) -> None:
         area += max(xs) - min(xs)
     p = article_sched.instance.p
     assert area == pytest.approx(article_sched.bubble_fraction * p * article_sched.makespan)
+    # the hatch: one compound path over exactly the same polygons, drawn above the faces
+    (hatch,) = [c for c in ax.collections if c.get_gid() == "idle-hatch"]
+    assert hatch.get_hatch() == "////" and not idle.get_hatch()
+    (compound,) = hatch.get_paths()
+    polygons = [poly[:4] for poly in compound.to_polygons(closed_only=False)]
+    faces = [path.vertices[:4] for path in idle.get_paths()]
+    assert len(polygons) == len(faces) > 0
+    for got, want in zip(polygons, faces, strict=True):
+        assert np.allclose(got, want)
+    assert hatch.get_zorder() > idle.get_zorder()
 
 
 def test_gantt_no_idle_collection_without_idle_time() -> None:
@@ -441,6 +452,28 @@ def test_gantt_and_memory_png(overlap_schedule: Schedule, tmp_path: Path) -> Non
     img = plt.imread(out)
     assert img.shape[0] > 100 and img.shape[1] > img.shape[0]
     assert not plt.get_fignums()  # built outside pyplot
+
+
+@pytest.mark.parametrize(("schedule", "p", "m", "v", "costs"), [
+    ("1f1b", 4, 8, 1, {"forward": 5, "backward": 10}),  # wide blocks: all numbered
+    ("interleaved-1f1b", 8, 64, 2, {"forward": 5, "backward": 10}),  # some numbered
+    ("gpipe", 16, 64, 2, {"forward": 1, "backward": 1}),  # too narrow for any number
+])
+def test_label_count_estimates_the_numbers_drawn(schedule: str, p: int, m: int, v: int,
+                                                 costs: dict[str, float]) -> None:
+    """The estimate behind the PNG's time (cli.output.plot_seconds) against the drawing."""
+    from cpsched.plots.gantt_chart import label_count
+    from cpsched.plots.io import gantt_and_memory_figure
+
+    sched = run_schedule(schedule, make_instance("labels", p, m, v=v, **costs))
+    fig = gantt_and_memory_figure(sched)
+    drawn = len(fig.axes[0].texts)
+    estimate = label_count(sched)
+    n = len(sched.actions)
+    assert abs(estimate - drawn) <= 0.05 * n
+    if drawn in (0, n):
+        assert estimate == drawn
+    assert label_count(Schedule(sched.instance, [], method="empty")) == 0
 
 
 # ------------------------------------------------------------------ image comparison

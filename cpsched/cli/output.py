@@ -74,28 +74,32 @@ def print_table(inst: Instance, rows: list[list[str]], lower_bound: float | None
 MAX_PLOT_ACTIONS = 20_000
 
 
-def plot_seconds(n_actions: int) -> float:
+def plot_seconds(n_actions: int, labels: int | None = None) -> float:
     """A generous estimate of the time (s) to draw and write the Gantt PNG of a schedule of
-    ``n_actions`` actions: 2 s + 1 ms per action, about twice what was measured on a 2-core
-    machine after a search (session 11: 6144 actions 3.4 s, 12288 7.2 s, 13824 7.8–8.7 s,
-    16384 8.6 s).  Until session 11 it was 1 s + 2 ms per action, which kept 29 s of a 60 s
-    limit for a 7.8 s drawing at 13824 actions; the search got the rest.  Where every block
-    carries its number it is not generous (session 56: 4096 actions, 7.4 s before the blocks
-    left the layout, 5.5 s after; 3.9 s inside ``solve``), so a drawing that runs late is
-    killed at the deadline instead (:func:`draw_png`)."""
-    return 2.0 + 0.001 * n_actions
+    ``n_actions`` actions of which ``labels`` carry their microbatch's number
+    (:func:`cpsched.plots.gantt_chart.label_count`; None: every one): 1.5 s + 0.4 ms per
+    action + 1.2 ms per number, about 1.6 times what was measured on a 2-core machine in a
+    fresh process (session 57, docs/modelling.md §61: 12 288 actions without numbers 3.65 s,
+    16 384 4.8 s, 4096 with 2048 numbers 3.54 s, 1208 all numbered 2.3 s).  Until session 56
+    it was 2 s + 1 ms per action, for drawings twice as slow, whatever their numbers; a
+    drawing that runs late is killed at the deadline instead (:func:`draw_png`)."""
+    numbered = n_actions if labels is None else min(labels, n_actions)
+    return 1.5 + 0.0004 * n_actions + 0.0012 * numbered
 
 
-def plot_skipped(n_actions: int, budget: float | None = None) -> str | None:
-    """Why the PNG of a schedule of ``n_actions`` actions is not drawn, or None: more than
-    :data:`MAX_PLOT_ACTIONS` actions, or (with a ``budget`` in seconds, e.g. half of
-    ``--time-limit``) a drawing estimated to take longer than that."""
+def plot_skipped(n_actions: int, budget: float | None = None,
+                 labels: int | None = None) -> str | None:
+    """Why the PNG of a schedule of ``n_actions`` actions (``labels`` of them numbered, as
+    for :func:`plot_seconds`) is not drawn, or None: more than :data:`MAX_PLOT_ACTIONS`
+    actions, or (with a ``budget`` in seconds, e.g. half of ``--time-limit``) a drawing
+    estimated to take longer than that."""
     if n_actions > MAX_PLOT_ACTIONS:
         return (f"plot skipped: {n_actions} actions (a Gantt chart is drawn up to "
                 f"{MAX_PLOT_ACTIONS})")
-    if budget is not None and plot_seconds(n_actions) > budget:
+    seconds = plot_seconds(n_actions, labels)
+    if budget is not None and seconds > budget:
         return (f"plot skipped: drawing {n_actions} actions takes about "
-                f"{plot_seconds(n_actions):.0f} s, more than half of --time-limit; raise "
+                f"{seconds:.0f} s, more than half of --time-limit; raise "
                 "--time-limit to get it")
     return None
 
@@ -118,7 +122,12 @@ def write_outputs(schedule: Schedule, out: Path, stem: str, plot: bool,
         path.write_text(schedule.to_json() + "\n", encoding="utf-8")
 
     files = {".json": json_writer}
-    reason = plot_skipped(len(schedule.actions), budget) if plot else None
+    reason = None
+    if plot:
+        from cpsched.plots.gantt_chart import label_count
+
+        reason = plot_skipped(len(schedule.actions), budget,
+                              None if budget is None else label_count(schedule))
     drawn: Path | None = None
     try:
         if plot and reason is None:

@@ -121,13 +121,27 @@ def _slowdown(wall: float, cpu: float) -> float:
 AFTER_SEARCH_PER_ACTION, AFTER_SEARCH_FIXED = 3e-5, 1.0
 
 
-def _reserve(inst: Instance, plot: bool, slowdown: float = 1.0) -> float:
+def _reserve(inst: Instance, plot: bool, slowdown: float = 1.0,
+             labels: int | None = None) -> float:
     """Seconds kept from ``--time-limit`` for what follows the search: the solution's check,
-    the JSON, the PNG when one is drawn, the table (its rows were validated before the
-    search) and the exit; times ``slowdown`` (:func:`_slowdown`), since on a machine
-    loaded by other processes all of it runs that much slower."""
+    the JSON, the PNG when one is drawn (``labels`` of its blocks numbered, as for
+    :func:`plot_seconds`), the table (its rows were validated before the search) and the
+    exit; times ``slowdown`` (:func:`_slowdown`), since on a machine loaded by other
+    processes all of it runs that much slower."""
     return slowdown * (AFTER_SEARCH_FIXED + AFTER_SEARCH_PER_ACTION * inst.n_actions
-                       + (plot_seconds(inst.n_actions) if plot else 0.0))
+                       + (plot_seconds(inst.n_actions, labels) if plot else 0.0))
+
+
+def _labels(known: dict[str, Schedule]) -> int | None:
+    """About how many blocks the PNG will number, from the shortest known schedule: the
+    result is drawn at about its scale, and a shorter schedule (one over the memory limit)
+    has wider blocks and more numbers, so this errs on the generous side; None (every
+    block) when no schedule is known."""
+    if not known:
+        return None
+    from cpsched.plots.gantt_chart import label_count
+
+    return label_count(min(known.values(), key=lambda s: s.makespan))
 
 
 def _best_valid(known: dict[str, Schedule]) -> Schedule | None:
@@ -215,8 +229,9 @@ def solve(
     except KeyboardInterrupt:
         say("interrupted before the search; nothing written")
         raise typer.Exit(130) from None
-    plot = not no_plot and plot_skipped(inst.n_actions, time_limit / 2) is None
-    reserve = _reserve(inst, plot, slowdown)
+    labels = _labels(known) if not no_plot else None
+    plot = not no_plot and plot_skipped(inst.n_actions, time_limit / 2, labels) is None
+    reserve = _reserve(inst, plot, slowdown, labels)
     res = _search(inst, known, out, started, time_limit=max(0.01, time_limit - reserve),
                   workers=workers, seed=seed, params=params, quiet=quiet, method=method)
     best = res.schedule

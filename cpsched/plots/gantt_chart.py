@@ -6,13 +6,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from matplotlib.collections import PolyCollection
+import numpy as np
+from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.path import Path
 from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import TransformedPatchPath
 
 from cpsched.metrics import step_rows
 from cpsched.model import Kind
-from cpsched.plots.layout import MAX_WIDTH, BlockLabel, draw_block_labels, new_axes
+from cpsched.plots.layout import (
+    MAX_WIDTH,
+    BlockLabel,
+    draw_block_labels,
+    label_sizes,
+    new_axes,
+)
 from cpsched.plots.style import (
     FRAME,
     IDLE_FACE,
@@ -57,6 +66,41 @@ def gantt_figsize(schedule: Schedule) -> tuple[float, float]:
     width = min(MAX_WIDTH, max(7.0, 2.6 + 0.16 * slots))
     height = 1.4 + 0.42 * schedule.instance.p
     return (round(width, 2), round(max(2.6, height), 2))
+
+
+#: Points of a chart's width that are not the Gantt axes (rank labels left, legend right):
+#: 165–200 measured on the command line's 16-rank PNGs (:func:`label_count`).
+MARGIN_PTS = 190.0
+
+
+def label_count(schedule: Schedule) -> int:
+    """About how many blocks the command line's PNG (:func:`cpsched.plots.gantt_and_memory`)
+    numbers, found without drawing: the labels :func:`gantt` would fit into axes as wide as
+    the figure of :func:`gantt_figsize` less :data:`MARGIN_PTS`.  Numbering a block costs
+    about as much as drawing four (docs/modelling.md §61), so the time a PNG takes is
+    estimated from this and the number of actions."""
+    if not schedule.actions:
+        return 0
+    w, h = gantt_figsize(schedule)
+    xspan = (schedule.makespan if schedule.makespan > 0 else 1.0) * 1.004
+    pts_per_unit = max(72.0, 72.0 * w - MARGIN_PTS) * 0.97 / xspan
+    row_pts = (h - 1.0) * 72.0 * 0.85 / max(1, schedule.instance.p)
+    blocks = []
+    for a in schedule.actions:
+        y0, height = _block_rows(a)
+        blocks.append(BlockLabel(a.start, a.end - a.start, y0 + height / 2, height,
+                                 str(a.microbatch), ()))
+    return sum(size is not None for size in label_sizes(blocks, pts_per_unit, row_pts))
+
+
+def _block_rows(a: TimedAction) -> tuple[float, float]:
+    """``(y0, height)`` of an action's block: its device's row, or the top half (``F``) or
+    bottom half (``B``/``I``) of it in an overlapped pair (the y axis is inverted: rank 0 on
+    top, smaller y drawn higher)."""
+    if a.overlap is None:
+        return a.device - ROW_HEIGHT / 2, ROW_HEIGHT
+    y0 = a.device - ROW_HEIGHT / 2 if a.kind == Kind.F else a.device
+    return y0, ROW_HEIGHT / 2
 
 
 def idle_intervals(actions: Iterable[TimedAction], p: int,
@@ -104,9 +148,12 @@ def gantt(schedule: Schedule, ax: Axes | None = None, title: str | None = None, 
     (e.g. ``"action:2F0"``), each frame ``"overlap:<id>"``.
 
     The microbatch number is written on each block, with a font scaled to the block
-    (omitted when the block is too narrow).  Idle time is drawn as hatched grey bars (one
-    :class:`~matplotlib.collections.PolyCollection` in ``ax.collections``, gid ``"idle"``) so
-    bubbles stand out.
+    (omitted when the block is too narrow).  Idle time is drawn as hatched grey bars so
+    bubbles stand out: one :class:`~matplotlib.collections.PolyCollection` in
+    ``ax.collections``, gid ``"idle"``, one polygon per idle interval (the grey faces), and
+    over it one :class:`~matplotlib.collections.PathCollection` of a single compound path,
+    gid ``"idle-hatch"``, that carries the hatch (hatching each polygon on its own took
+    2 of the 4.5 s of writing a 12 288-action PNG; docs/modelling.md §61).
 
     Args:
         schedule: the timed schedule (``schedule.instance`` gives ``p`` and the placement).
@@ -149,10 +196,21 @@ def _draw_idle(ax: Axes, schedule: Schedule) -> bool:
         for x0, w in gaps:
             rects.append([(x0, y0), (x0, y1), (x0 + w, y1), (x0 + w, y0)])
     if rects:
-        pc = PolyCollection(rects, facecolors=IDLE_FACE, edgecolors=IDLE_HATCH,
-                            linewidths=0.0, hatch="////", zorder=0.5, gid="idle")
+        pc = PolyCollection(rects, facecolors=IDLE_FACE, edgecolors="none", linewidths=0.0,
+                            zorder=0.5, gid="idle")
         ax.add_collection(pc, autolim=False)
+        ax.add_collection(_hatch_over(rects), autolim=False)
     return bool(rects)
+
+
+def _hatch_over(rects: list[list[tuple[float, float]]]) -> PathCollection:
+    """The idle bars' hatch as one compound path: Agg hatches a path in one pass, where a
+    collection of ``n`` polygons is hatched ``n`` times (same pixels, a fraction of the time)."""
+    verts = np.array([v for r in rects for v in (*r, r[0])], dtype=float)
+    step = [Path.MOVETO] + [Path.LINETO] * 3 + [Path.CLOSEPOLY]
+    codes = np.tile(np.array(step, dtype=Path.code_type), len(rects))
+    return PathCollection([Path(verts, codes)], facecolors="none", edgecolors=IDLE_HATCH,
+                          linewidths=0.0, hatch="////", zorder=0.6, gid="idle-hatch")
 
 
 def _draw_blocks(ax: Axes, schedule: Schedule) -> _Drawn:
@@ -160,6 +218,8 @@ def _draw_blocks(ax: Axes, schedule: Schedule) -> _Drawn:
     inst = schedule.instance
     edge_lw = 0.6 if blocks_per_device(schedule) < 80 else 0.3
     drawn = _Drawn()
+    # one clip path for every block (each would else get its own copy of the axes' frame)
+    clip = TransformedPatchPath(ax.patch)
     for a in schedule.actions:
         kind = str(a.kind)
         drawn.kinds.add(kind)
@@ -167,15 +227,11 @@ def _draw_blocks(ax: Axes, schedule: Schedule) -> _Drawn:
         drawn.max_chunks = max(drawn.max_chunks, n_chunks)
         face = block_color(kind, chunk, n_chunks)
         w = a.end - a.start
-        if a.overlap is None:
-            y0, h = a.device - ROW_HEIGHT / 2, ROW_HEIGHT
-        else:
+        y0, h = _block_rows(a)
+        if a.overlap is not None:
             drawn.pairs.setdefault(a.overlap, []).append(a)
-            # y axis is inverted (rank 0 on top): smaller y is drawn higher.
-            y0 = a.device - ROW_HEIGHT / 2 if a.kind == Kind.F else a.device
-            h = ROW_HEIGHT / 2
         ax.add_artist(Rectangle((a.start, y0), w, h, facecolor=face, edgecolor="white",
-                                linewidth=edge_lw, zorder=2, in_layout=False,
+                                linewidth=edge_lw, zorder=2, in_layout=False, clip_path=clip,
                                 gid=f"action:{a.stage}{kind}{a.microbatch}"))
         drawn.labels.append(BlockLabel(a.start, w, y0 + h / 2, h, str(a.microbatch), face))
     for ov, members in sorted(drawn.pairs.items()):
@@ -184,7 +240,7 @@ def _draw_blocks(ax: Axes, schedule: Schedule) -> _Drawn:
         d = members[0].device
         ax.add_artist(Rectangle((x0, d - ROW_HEIGHT / 2), x1 - x0, ROW_HEIGHT, fill=False,
                                 edgecolor=FRAME, linewidth=0.9, zorder=3, in_layout=False,
-                                gid=f"overlap:{ov}"))
+                                clip_path=clip, gid=f"overlap:{ov}"))
     return drawn
 
 

@@ -71,6 +71,17 @@ def gantt_and_memory(schedule: Schedule, path: str | Path, *, dpi: float = 150,
         ValueError: matplotlib does not know the suffix.
         OSError: the file or its folder cannot be written.
     """
+    fig = gantt_and_memory_figure(schedule, title=title)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=dpi, bbox_inches="tight", facecolor="white")
+    return out
+
+
+def gantt_and_memory_figure(schedule: Schedule, *, title: str | None = None) -> Figure:
+    """The figure :func:`gantt_and_memory` writes: a :class:`Figure` outside pyplot whose
+    ``axes`` are ``[gantt, memory]``, sized by :func:`~cpsched.plots.gantt_figsize` plus 2.4
+    inches for the memory panel."""
     w, h = gantt_figsize(schedule)
     mem_h = 2.4
     fig = Figure(figsize=(w, h + mem_h), layout="constrained")
@@ -79,7 +90,4 @@ def gantt_and_memory(schedule: Schedule, path: str | Path, *, dpi: float = 150,
     gantt(schedule, ax=ax_g, title=title)
     ax_g.tick_params(axis="x", labelbottom=True)
     ax_g.set_xlabel("")
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi, bbox_inches="tight", facecolor="white")
-    return out
+    return fig

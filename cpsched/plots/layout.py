@@ -63,13 +63,44 @@ def axes_height_points(ax: Axes) -> float:
     return max(1.0, ax.bbox.height / dpi * 72.0)
 
 
-def draw_block_labels(ax: Axes, blocks: Sequence[BlockLabel], xspan: float, rows: int) -> None:
-    """Write each block's text centred on it, in black or white by its colour.
+def label_sizes(blocks: Sequence[BlockLabel], pts_per_unit: float,
+                row_pts: float) -> list[float | None]:
+    """The font size (points, one decimal) of each block's label, or None where none fits.
 
-    Sizes come from the axes' final drawing size (the figure's layout engine is run first,
-    so legends and titles have taken their room): one font size for all blocks of the same
-    width (fitted to the longest text), at most the size that fits the median block; a
-    block where that is below :data:`MIN_FONT` points gets its own fit, or no label.
+    One font size for all blocks of the same width (fitted to the longest text), at most the
+    size that fits the median block; a block where that is below :data:`MIN_FONT` points gets
+    its own fit to its own text, or no label.
+
+    Args:
+        blocks: the blocks, in data units (x: time, y: rows of height 1).
+        pts_per_unit: points per data unit on the x axis.
+        row_pts: points per row (unit of y).
+    """
+    if not blocks:
+        return []
+    ndig = max(len(b.text) for b in blocks)
+
+    def fit(w: float, h: float, n: int) -> float:
+        return min(MAX_FONT, h * row_pts * 0.6, w * pts_per_unit / (0.64 * n + 0.35))
+
+    widths = sorted(b.width for b in blocks if b.width > 0)
+    if not widths:
+        return [None] * len(blocks)
+    base = fit(widths[len(widths) // 2], max(b.height for b in blocks), ndig)
+    sizes: list[float | None] = []
+    for b in blocks:
+        # same size for every block of one width, whatever its number of digits ...
+        size = min(base, fit(b.width, b.height, ndig))
+        if size < MIN_FONT:  # ... unless only the shorter texts fit
+            size = min(base, fit(b.width, b.height, len(b.text)))
+        sizes.append(round(size, 1) if size >= MIN_FONT else None)
+    return sizes
+
+
+def draw_block_labels(ax: Axes, blocks: Sequence[BlockLabel], xspan: float, rows: int) -> None:
+    """Write each block's text centred on it, in black or white by its colour, at the size
+    :func:`label_sizes` gives for the axes' final drawing size (the figure's layout engine is
+    run first, so legends and titles have taken their room).
 
     Args:
         ax: the axes the blocks are drawn on.
@@ -86,22 +117,8 @@ def draw_block_labels(ax: Axes, blocks: Sequence[BlockLabel], xspan: float, rows
             engine.execute(fig)
     pts_per_unit = axes_width_points(ax) * 0.97 / xspan
     row_pts = axes_height_points(ax) / max(1, rows)
-    ndig = max(len(b.text) for b in blocks)
-
-    def fit(w: float, h: float, n: int) -> float:
-        return min(MAX_FONT, h * row_pts * 0.6, w * pts_per_unit / (0.64 * n + 0.35))
-
-    widths = sorted(b.width for b in blocks if b.width > 0)
-    if not widths:
-        return
-    base = fit(widths[len(widths) // 2], max(b.height for b in blocks), ndig)
-    for b in blocks:
-        # same size for every block of one width, whatever its number of digits ...
-        size = min(base, fit(b.width, b.height, ndig))
-        if size < MIN_FONT:  # ... unless only the shorter texts fit
-            size = min(base, fit(b.width, b.height, len(b.text)))
-        if size < MIN_FONT:
-            continue
-        ax.text(b.x0 + b.width / 2, b.y_centre, b.text, ha="center", va="center",
-                fontsize=round(size, 1), color=text_color(b.face), clip_on=True, zorder=4,
-                in_layout=False)
+    for b, size in zip(blocks, label_sizes(blocks, pts_per_unit, row_pts), strict=True):
+        if size is not None:
+            ax.text(b.x0 + b.width / 2, b.y_centre, b.text, ha="center", va="center",
+                    fontsize=size, color=text_color(b.face), clip_on=True, zorder=4,
+                    in_layout=False)
