@@ -132,6 +132,21 @@ def _reserve(inst: Instance, plot: bool, slowdown: float = 1.0,
                        + (plot_seconds(inst.n_actions, labels) if plot else 0.0))
 
 
+def _count_work(cb: dict[str, Any]) -> str:
+    """``"N LPs[ (K beside the search)][, P integer programs][ beside the search (S s)]"``:
+    the counting bound's LPs and programs, and what its child did beside the search
+    (docs/modelling.md §57, §61)."""
+    beside = cb.get("beside") or {}
+    words = f"{cb['lps']} LPs" + (f" ({beside['lps']} beside the search)"
+                                  if beside.get("lps") else "")
+    if cb.get("programs"):
+        words += f", {cb['programs']} integer program{'s' * (cb['programs'] > 1)}"
+    if beside:
+        words += f" beside the search ({beside['seconds']:g} s)" if cb.get("programs") else (
+            f"; {beside['seconds']:g} s beside the search")
+    return words
+
+
 def _labels(known: dict[str, Schedule]) -> int | None:
     """About how many blocks the PNG will number, from the shortest known schedule: the
     result is drawn at about its scale, and a shorter schedule (one over the memory limit)
@@ -328,10 +343,8 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     cb = res.stats.get("count")
     if cb is not None and cb["bound"] > cb["before"]:  # docs/modelling.md §55
         say(f"counting bound: {fmt(cb['before'])} -> {fmt(cb['bound'])} in {cb['seconds']:g} s "
-            f"(device {cb['device']}'s counts on a grid of {fmt(cb['grid'])}, {cb['lps']} LPs"
-            + (f", {cb['programs']} integer program{'s' * (cb['programs'] > 1)}"
-               + (f" beside the search ({cb['beside']['seconds']:g} s)" if cb.get("beside") else "")
-               if cb.get("programs") else "") + ")")
+            f"(device {cb['device']}'s counts on a grid of {fmt(cb['grid'])}, "
+            f"{_count_work(cb)})")
     pw = res.stats.get("pair_windows")
     if pw is not None and pw["bound"] > pw["before"]:  # docs/modelling.md §28
         say(f"pair window bound: {fmt(pw['before'])} -> {fmt(pw['bound'])} in "

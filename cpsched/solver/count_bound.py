@@ -420,28 +420,35 @@ def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float |
 
 
 class IntegerBound(NamedTuple):
-    """Outcome of :func:`integer_bound`: the ``bound`` (ticks, proven), the programs
-    decided, whether the search ended, its ``seconds`` and the ``grid`` (ticks a slot; 0
-    when no program was built)."""
+    """Outcome of :func:`integer_bound`: the ``bound`` (ticks, proven), the integer
+    programs decided, whether the search ended, its ``seconds``, the ``grid`` (ticks a
+    slot; 0 when no program was built) and the LPs solved first (``lps``: the LP search
+    continued from where the counting step's share ended it)."""
 
     bound: int
     programs: int
     complete: bool
     seconds: float
     grid: int
+    lps: int = 0
 
 
 def integer_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, device: int, least: int,
                   upper: int, time_limit: float, lp_seconds: float,
-                  on_refuted: Callable[[int, int], None] | None = None) -> IntegerBound:
+                  on_refuted: Callable[[int, int, bool], None] | None = None, *,
+                  lp_done: bool = True) -> IntegerBound:
     """The integer stage of :func:`count_bound` alone, for ``device`` whose LP search ended
     at ``least`` (ticks; ``upper`` as there): the least makespan (ticks) at which the
     integer program is feasible (:func:`_integer_slots`), within ``time_limit`` seconds,
-    ``lp_seconds`` one LP's time (the program's cost guard).  Run in a forked child beside
-    the window search (:mod:`cpsched.solver.count_beside`, docs/modelling.md §57); the same
-    grid as the LP's, since :func:`device_lp` is built from the same arguments.
-    ``on_refuted(bound, grid)`` is told each bound (ticks) as a program raises it, so a
-    caller that cannot wait for the end keeps what is proven.
+    ``lp_seconds`` one LP's time (the program's cost guard).  Without ``lp_done`` (the LP
+    search was cut off by its share of the time, ``least`` the least makespan it had not
+    refuted) the LP search goes on from ``least`` first, and the integer stage follows if
+    it ends (docs/modelling.md §61).  Run in a forked child beside the window search
+    (:mod:`cpsched.solver.count_beside`, docs/modelling.md §57); the same grid as the
+    LP's, since :func:`device_lp` is built from the same arguments.
+    ``on_refuted(bound, grid, integer)`` is told each bound (ticks) as an LP (``integer``
+    False) or a program raises it, so a caller that cannot wait for the end keeps what is
+    proven.
 
     Returns:
         :class:`IntegerBound` with ``bound`` in ``[least, upper]``.
@@ -455,11 +462,21 @@ def integer_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, device: int, le
     def ticks(slots: int) -> int:
         return max(least, min(slots * grid, upper))
 
-    def refuted(slots: int) -> None:
-        if on_refuted is not None:
-            on_refuted(ticks(slots), grid)
+    def told(integer: bool) -> Callable[[int], None]:
+        return lambda slots: None if on_refuted is None else on_refuted(ticks(slots), grid,
+                                                                        integer)
 
-    slots, k, done = _integer_slots(
-        lp, least // grid, upper // grid,
-        lambda: time_limit - (time.perf_counter() - t0), lambda: False, lp_seconds, refuted)
-    return IntegerBound(ticks(slots), k, done, time.perf_counter() - t0, grid)
+    def left() -> float:
+        return time_limit - (time.perf_counter() - t0)
+
+    slots, lps, done = least // grid, 0, True
+    if not lp_done:
+        t_lp = time.perf_counter()
+        slots, lps, done = _least_slots(lp, slots, upper // grid, left, lambda: False,
+                                        told(False))
+        lp_seconds = max(lp_seconds, (time.perf_counter() - t_lp) / max(lps, 1))
+    k = 0
+    if done:
+        slots, k, done = _integer_slots(lp, slots, upper // grid, left, lambda: False,
+                                        lp_seconds, told(True))
+    return IntegerBound(ticks(slots), k, done, time.perf_counter() - t0, grid, lps)
