@@ -454,3 +454,18 @@ def test_sweep_windows_run_short_while_nearly_every_window_gains(
     assert lns._resize(400, cp_model.OPTIMAL, 0.2, 0.0, *full) > 400
     assert lns._resize(400, cp_model.OPTIMAL, 0.2, 0.0, *short) == 400
     assert lns._resize(400, cp_model.FEASIBLE, 0.5, 0.0, *short) < 400
+
+
+def test_a_window_cut_by_the_deadline_ends_a_margin_before_it() -> None:
+    """CP-SAT overran a window's wall limit by up to 1.07 s (docs/modelling.md §61): the
+    window the deadline cuts short keeps :data:`lns.END_MARGIN` from it; others keep their
+    own limit, and without a deadline there is no wall limit at all (reproducible)."""
+    cut = lns._window_solver(0, 1.0, 2.0, seconds=5.0).parameters
+    assert cut.max_time_in_seconds == pytest.approx(2.0 - 0.1 - lns.END_MARGIN)
+    assert 0.5 <= lns.END_MARGIN < 1.0
+    own = lns._window_solver(0, 1.0, 60.0, seconds=5.0).parameters
+    assert own.max_time_in_seconds == pytest.approx(5.0)
+    late = lns._window_solver(0, 1.0, 0.1, seconds=5.0).parameters
+    assert late.max_time_in_seconds == pytest.approx(0.05)
+    free = lns._window_solver(0, 1.0, None).parameters
+    assert free.max_time_in_seconds > 1e6 and free.max_deterministic_time == 1.0
