@@ -244,8 +244,10 @@ def solve(
     except KeyboardInterrupt:
         say("interrupted before the search; nothing written")
         raise typer.Exit(130) from None
-    labels = _labels(known) if not no_plot else None
-    plot = not no_plot and plot_skipped(inst.n_actions, time_limit / 2, labels) is None
+    # the numbered blocks are counted (matplotlib imported) only for a PNG that may be drawn
+    drawable = not no_plot and plot_skipped(inst.n_actions) is None
+    labels = _labels(known) if drawable else None
+    plot = drawable and plot_skipped(inst.n_actions, time_limit / 2, labels) is None
     reserve = _reserve(inst, plot, slowdown, labels)
     res = _search(inst, known, out, started, time_limit=max(0.01, time_limit - reserve),
                   workers=workers, seed=seed, params=params, quiet=quiet, method=method)
