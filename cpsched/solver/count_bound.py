@@ -71,6 +71,7 @@ CREEP_SLOWER = 1.5
 HIGHS_OPTIONS = "output_flag=false"
 
 TypeKey = tuple[str, int, int]  # (kind, stage, direction)
+Told = Callable[[int], None] | None  # told each makespan (slots) a verdict refutes
 
 
 @dataclass(frozen=True)
@@ -309,8 +310,7 @@ def _kept(types: dict[TypeKey, _Type], grid: int) -> float:
 
 
 def _least_slots(lp: _CountLP, lo: int, hi: int, left: Callable[[], float | None],
-                 stopped: Callable[[], bool],
-                 on_refuted: Callable[[int], None] | None = None, *, creep: bool = False,
+                 stopped: Callable[[], bool], on_refuted: Told = None, *, creep: bool = False,
                  clock: Callable[[], float] = time.perf_counter) -> tuple[int, int, bool]:
     """The least makespan (slots) in ``[lo, hi]`` at which ``lp`` is feasible, ``hi`` known
     feasible: first ``lo``, then ever larger steps above it (a small gain costs few LPs),
@@ -384,17 +384,13 @@ def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper
         lp = device_lp(inst, g, ht, d, upper, most)
         if lp is None:
             continue
-        t_lp = time.perf_counter()
-        least, n, done = _least_slots(lp, lower // lp.g, upper // lp.g, left, stopped)
-        lps, complete = lps + n, complete and done
-        lp_best = max(lp_best, least * lp.g)
-        lp_seconds = max(lp_seconds, (time.perf_counter() - t_lp) / max(n, 1))
-        if integer and done:
-            least, k, done = _integer_slots(lp, least, upper // lp.g, left, stopped,
-                                            lp_seconds)
-            programs, complete = programs + k, complete and done
-        if least * lp.g > best:
-            best, best_dev, grid, slots = least * lp.g, d, lp.g, lp.slots
+        r = _device_search(lp, lower // lp.g, upper // lp.g, left, stopped, lp_seconds,
+                           integer=integer)
+        lps, programs, complete = lps + r.lps, programs + r.programs, complete and r.complete
+        lp_best = max(lp_best, r.lp_slots * lp.g)
+        lp_seconds = max(lp_seconds, r.lp_seconds)
+        if r.slots * lp.g > best:
+            best, best_dev, grid, slots = r.slots * lp.g, d, lp.g, lp.slots
     return CountBound(min(best, upper), best_dev, grid, slots, lps,
                       time.perf_counter() - t0, complete, programs, min(lp_best, upper),
                       lp_seconds)
@@ -402,12 +398,11 @@ def count_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, lower: int, upper
 
 def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float | None],
                    stopped: Callable[[], bool], lp_seconds: float,
-                   on_refuted: Callable[[int], None] | None = None) -> tuple[int, int, bool]:
+                   on_refuted: Told = None) -> tuple[int, int, bool]:
     """The least makespan (slots) in ``[least, hi]`` at which ``lp``'s integer twin is
-    feasible (``least``: where the LP is), as :func:`_least_slots`; skipped — ``(least, 0,
-    True)`` — when the program has more than :data:`MAX_INTEGER_VARIABLES` counts, HiGHS is
-    missing, or less than :data:`INTEGER_COST_FACTOR` × ``lp_seconds`` (one LP's time) is
-    left."""
+    feasible (``least``: the LP's), as :func:`_least_slots`; ``(least, 0, True)`` when it
+    has over :data:`MAX_INTEGER_VARIABLES` counts, HiGHS is missing, or under
+    :data:`INTEGER_COST_FACTOR` × ``lp_seconds`` (one LP's time) is left."""
     seconds = left()
     if lp.variables() > MAX_INTEGER_VARIABLES or least >= hi or (
             seconds is not None and seconds < INTEGER_COST_FACTOR * lp_seconds):
@@ -419,11 +414,43 @@ def _integer_slots(lp: _CountLP, least: int, hi: int, left: Callable[[], float |
     return _least_slots(ip, least, hi, left, stopped, on_refuted, creep=True)
 
 
+class _Searched(NamedTuple):
+    """Outcome of :func:`_device_search`: where the LP search and then the programs ended
+    (slots), the LPs and programs solved, whether it ended, one LP's mean seconds."""
+
+    lp_slots: int
+    slots: int
+    lps: int
+    programs: int
+    complete: bool
+    lp_seconds: float
+
+
+def _device_search(lp: _CountLP, lo: int, hi: int, left: Callable[[], float | None],
+                   stopped: Callable[[], bool], lp_seconds: float = 0.0, *,
+                   lp_done: bool = False, integer: bool = True, on_lp: Told = None,
+                   on_program: Told = None) -> _Searched:
+    """One device's counting search in ``[lo, hi]`` (slots, ``hi`` known feasible): the
+    LP's least feasible makespan (:func:`_least_slots`; skipped with ``lp_done``, ``lo``
+    then being where an earlier LP search ended), then, with ``integer`` and when the LP
+    search ended, the integer programs' (:func:`_integer_slots`, guarded by one LP's time).
+    ``on_lp`` / ``on_program`` are told each makespan (slots) an LP / a program refutes."""
+    lp_slots, lps, done = lo, 0, True
+    if not lp_done:
+        t_lp = time.perf_counter()
+        lp_slots, lps, done = _least_slots(lp, lo, hi, left, stopped, on_lp)
+        lp_seconds = max(lp_seconds, (time.perf_counter() - t_lp) / max(lps, 1))
+    slots, programs = lp_slots, 0
+    if integer and done:
+        slots, programs, done = _integer_slots(lp, lp_slots, hi, left, stopped, lp_seconds,
+                                               on_program)
+    return _Searched(lp_slots, slots, lps, programs, done, lp_seconds)
+
+
 class IntegerBound(NamedTuple):
     """Outcome of :func:`integer_bound`: the ``bound`` (ticks, proven), the integer
     programs decided, whether the search ended, its ``seconds``, the ``grid`` (ticks a
-    slot; 0 when no program was built) and the LPs solved first (``lps``: the LP search
-    continued from where the counting step's share ended it)."""
+    slot; 0 when no program was built) and the LPs solved first (``lps``)."""
 
     bound: int
     programs: int
@@ -437,18 +464,16 @@ def integer_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, device: int, le
                   upper: int, time_limit: float, lp_seconds: float,
                   on_refuted: Callable[[int, int, bool], None] | None = None, *,
                   lp_done: bool = True) -> IntegerBound:
-    """The integer stage of :func:`count_bound` alone, for ``device`` whose LP search ended
-    at ``least`` (ticks; ``upper`` as there): the least makespan (ticks) at which the
-    integer program is feasible (:func:`_integer_slots`), within ``time_limit`` seconds,
-    ``lp_seconds`` one LP's time (the program's cost guard).  Without ``lp_done`` (the LP
-    search was cut off by its share of the time, ``least`` the least makespan it had not
-    refuted) the LP search goes on from ``least`` first, and the integer stage follows if
-    it ends (docs/modelling.md §61).  Run in a forked child beside the window search
-    (:mod:`cpsched.solver.count_beside`, docs/modelling.md §57); the same grid as the
-    LP's, since :func:`device_lp` is built from the same arguments.
-    ``on_refuted(bound, grid, integer)`` is told each bound (ticks) as an LP (``integer``
-    False) or a program raises it, so a caller that cannot wait for the end keeps what is
-    proven.
+    """The integer stage of :func:`count_bound` alone (:func:`_device_search`), for
+    ``device`` whose LP search ended at ``least`` (ticks; ``upper`` as there), within
+    ``time_limit`` seconds, ``lp_seconds`` one LP's time (the program's cost guard).
+    Without ``lp_done`` (the LP search was cut off by its share of the time, ``least`` the
+    least makespan it had not refuted) the LP search goes on from ``least`` first
+    (docs/modelling.md §61).  Run in a forked child beside the window search
+    (:mod:`cpsched.solver.count_beside`, §57); the same grid as the LP's, since
+    :func:`device_lp` is built from the same arguments.  ``on_refuted(bound, grid,
+    integer)`` is told each bound (ticks) as an LP (``integer`` False) or a program raises
+    it, so a caller that cannot wait for the end keeps what is proven.
 
     Returns:
         :class:`IntegerBound` with ``bound`` in ``[least, upper]``.
@@ -469,14 +494,7 @@ def integer_bound(inst: Instance, g: nx.DiGraph, ht: HeadsTails, device: int, le
     def left() -> float:
         return time_limit - (time.perf_counter() - t0)
 
-    slots, lps, done = least // grid, 0, True
-    if not lp_done:
-        t_lp = time.perf_counter()
-        slots, lps, done = _least_slots(lp, slots, upper // grid, left, lambda: False,
-                                        told(False))
-        lp_seconds = max(lp_seconds, (time.perf_counter() - t_lp) / max(lps, 1))
-    k = 0
-    if done:
-        slots, k, done = _integer_slots(lp, slots, upper // grid, left, lambda: False,
-                                        lp_seconds, told(True))
-    return IntegerBound(ticks(slots), k, done, time.perf_counter() - t0, grid, lps)
+    r = _device_search(lp, least // grid, upper // grid, left, lambda: False, lp_seconds,
+                       lp_done=lp_done, on_lp=told(False), on_program=told(True))
+    return IntegerBound(ticks(r.slots), r.programs, r.complete, time.perf_counter() - t0,
+                        grid, r.lps)
