@@ -6,12 +6,15 @@ F&B pair takes its forward's activation before its backward frees one.  Under a 
 bidirectional list scheduler on uniform costs) the best known schedule that fits is far
 from DualPipe's makespan.  This script fits DualPipe's orders to the limit the simplest
 way — on each device, in its order, a pair that would take the device over the limit runs
-its backward first and then its forward, one after the other — times them with the
-simulator, validates them, and runs ``solve`` twice for ``-t`` seconds: with its default
-warm start, and with the fitted schedule as its only candidate.  Measured in session 58
-(§62) on seed 58's r58-7 (p24 bidirectional m96, ``F = I = W = 1``, pair 2.56, 1F1B's
-memory): DualPipe 273.48 over the limit, fitted 305.16; ``solve -t 60`` 299 from its
-default start (``list``), 291.92 from the fitted one.
+its backward first and then its forward, one after the other
+(:func:`cpsched.schedules.transforms.pairs_within_limit`), times them with the simulator,
+validates them, and runs ``solve`` twice for ``-t`` seconds: without the fitted start
+(:data:`cpsched.solver.family.FITTED_SLACK` below 0: the window search starts from the warm
+start, the best known schedule that fits) and by default (since session 58 the window
+search starts from the fitted DualPipe when it is at most ``FITTED_SLACK`` longer).
+Measured in session 58 (§62) on seed 58's r58-7 (p24 bidirectional m96, ``F = I = W = 1``,
+pair 2.56, 1F1B's memory): DualPipe 273.48 over the limit, fitted 305.16; ``solve -t 60``
+299 from ``list``'s 299, 291.72–292.56 from the fitted one.
 
     python benchmarks/dualpipe_fit.py FILE [FILE ...] -t 60
 """
@@ -25,55 +28,15 @@ from pathlib import Path
 from bench_table import load_or_exit, print_rows
 
 from cpsched import solve, validate
-from cpsched.actions import Kind, Overlap, Step, step_actions
-from cpsched.engine.orders import OrderError
 from cpsched.instance import Instance
-from cpsched.model import Schedule
 from cpsched.schedules.registry import NotApplicable, run_schedule
-from cpsched.simulate import simulate
-from cpsched.validate import TOLERANCE
-
-
-def _taken(inst: Instance, step: Step) -> float:
-    """Memory a step takes at its start (its forward's activation)."""
-    return sum(inst.activation[a.stage] for a in step_actions(step) if a.kind == Kind.F)
-
-
-def _given(inst: Instance, step: Step) -> float:
-    """Memory a step gives back at its end (docs/spec.md §1's releases)."""
-    r, out = inst.released_by_input, 0.0
-    for a in step_actions(step):
-        act = inst.activation[a.stage]
-        out += {Kind.B: act, Kind.I: act * r, Kind.W: act * (1 - r)}.get(a.kind, 0.0)
-    return out
-
-
-def fitted(inst: Instance, schedule: Schedule) -> Schedule | None:
-    """``schedule``'s orders with every overlapped pair that would take its device over the
-    memory limit run as its backward, then its forward (a device's memory at each point is
-    fixed by its own order); timed by the simulator.  None when the orders deadlock or the
-    timing is not valid (a plain forward over the limit is left as it is)."""
-    limit = float(inst.memory_limit or float("inf")) + TOLERANCE
-    orders = []
-    for row in schedule.orders():
-        held, out = 0.0, []
-        for step in row:
-            parts = [step]
-            if isinstance(step, Overlap) and held + _taken(inst, step) > limit:
-                parts = [step.backward, step.forward]
-            for part in parts:
-                out.append(part)
-                held += _taken(inst, part) - _given(inst, part)
-        orders.append(out)
-    try:
-        timed = simulate(inst, orders, method=f"{schedule.method}-fitted")
-    except OrderError:
-        return None
-    return None if validate(timed, inst) else timed
+from cpsched.schedules.transforms import pairs_within_limit
+from cpsched.solver import family
 
 
 def row(inst: Instance, time_limit: float) -> dict[str, object]:
-    """One instance: DualPipe, its fitted orders, both solves."""
+    """One instance: DualPipe, its fitted orders, the solves without and with the fitted
+    start."""
     out: dict[str, object] = {"instance": inst.name, "actions": inst.n_actions}
     try:
         dualpipe = run_schedule("dualpipe", inst)
@@ -81,16 +44,21 @@ def row(inst: Instance, time_limit: float) -> dict[str, object]:
         out["dualpipe"] = f"not applicable: {e}"
         return out
     out["dualpipe"] = f"{dualpipe.makespan:g} (peak {max(dualpipe.peak_memory):g})"
-    start = fitted(inst, dualpipe)
-    if start is None:
+    start = pairs_within_limit(dualpipe)
+    if start is None or validate(start):
         out["fitted"] = "none valid"
         return out
     out["fitted"] = f"{start.makespan:g}"
-    for label, cands in (("default", None), ("from fitted", {start.method: start})):
-        t0 = time.perf_counter()
-        res = solve(inst, time_limit=time_limit, started=t0, candidates=cands)
+    for label, slack in (("from warm start", -1.0), ("default", family.FITTED_SLACK)):
+        family.FITTED_SLACK, kept = slack, family.FITTED_SLACK
+        try:
+            t0 = time.perf_counter()
+            res = solve(inst, time_limit=time_limit, started=t0)
+        finally:
+            family.FITTED_SLACK = kept
         out[label] = f"{res.makespan:g} ({time.perf_counter() - t0:.0f} s)"
         out[f"{label} gap %"] = round(100 * (res.gap or 0.0), 2)
+        out[f"{label}: fitted start"] = res.stats.get("dualpipe_fitted") is not None
     return out
 
 

@@ -82,3 +82,32 @@ def test_solve_keeps_the_target_schedule_and_skips_the_family() -> None:
     assert res.stats["window_search"]["from"] == 59.5
     assert res.makespan <= 59.5 and validate(res.schedule) == []
     assert 59 <= res.lower_bound <= res.makespan
+
+
+def test_fitted_start_is_dualpipe_fitted_to_the_limit_when_a_little_longer() -> None:
+    """DualPipe over the limit, its pairs over it run backward first (39 at p = 6, limit 6
+    against DualPipe's 36 at 7 activations): the window search's start when within
+    FITTED_SLACK of the warm start (docs/modelling.md §62)."""
+    inst = _dualpipe_shape(6, 12, limit=6)
+    known = {"dualpipe": run_schedule("dualpipe", inst)}
+    fitted = family.fitted_start(inst, known, inst.ticks(38))
+    assert fitted is not None and fitted.makespan == 39.0 and not validate(fitted)
+    assert family.fitted_start(inst, known, inst.ticks(37)) is None  # 5.4 % longer
+    assert family.fitted_start(inst, {}, inst.ticks(38)) is None
+    fits = _dualpipe_shape(6, 12, limit=7)  # DualPipe within the limit: nothing to fit
+    assert family.fitted_start(fits, {"dualpipe": run_schedule("dualpipe", fits)},
+                               fits.ticks(38)) is None
+
+
+def test_solve_searches_from_fitted_dualpipe_and_is_never_worse(monkeypatch: Any) -> None:
+    """p = 4, limit 4: `list` 24, DualPipe 23.5 over the limit, fitted 25.5.  With the
+    slack widened the window search (deterministic, one worker) starts from 25.5; the
+    result is valid and never longer than the warm start's 24."""
+    inst = _dualpipe_shape(4, 8, limit=4)
+    known = {"dualpipe": run_schedule("dualpipe", inst), "list": run_schedule("list", inst)}
+    assert known["list"].makespan == 24.0
+    monkeypatch.setattr(family, "FITTED_SLACK", 0.1)
+    res = solve(inst, time_limit=None, workers=1, method="search", candidates=known)
+    assert res.stats["dualpipe_fitted"] == {"makespan": 25.5}
+    assert res.stats["window_search"]["from"] == 25.5
+    assert res.makespan <= 24.0 and validate(res.schedule) == []

@@ -360,6 +360,10 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
         say("relaxation: " + ", ".join(
             f"{'devices ' + '+'.join(map(str, d)) if isinstance(d, tuple) else f'device {d}'}"
             f" {fmt(b)}{' (solved)' if solved else ''}" for d, b, solved in relaxed))
+    fitted = res.stats.get("dualpipe_fitted")
+    if fitted is not None:  # docs/modelling.md §62
+        say(f"window search started from dualpipe fitted to the memory limit (pairs over it "
+            f"run backward, then forward): {fmt(fitted['makespan'])}")
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; from the warm start or the target's (§48)
         moves = ws.get("plateau_moves", 0)

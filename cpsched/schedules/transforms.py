@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from cpsched.actions import Action, Kind, TimedAction
+from cpsched.actions import Action, Kind, Overlap, Step, TimedAction, step_actions
+from cpsched.engine import OrderError
 from cpsched.instance import Instance
 from cpsched.model import Schedule
+from cpsched.rules import released_fraction
 from cpsched.simulate import simulate
 
 
@@ -125,3 +127,49 @@ def sequential_schedule(inst: Instance) -> Schedule:
             for k in bk:
                 orders[inst.device_of(s, i)].append(Action(k, s, i))
     return simulate(inst, orders, method="sequential")
+
+
+def pairs_within_limit(schedule: Schedule) -> Schedule | None:
+    """``schedule`` with every overlapped F&B pair that would take its device over the
+    memory limit run as its backward, then its forward — on each device, in its order (what
+    a device holds at each point of its order is fixed by the order itself: a forward takes
+    its activation at its start, a backward gives its part back at its end, docs/spec.md
+    §1) — timed by the simulator.  DualPipe holds ``p + 1`` activations in its steady state,
+    each pair taking its forward's activation before its backward frees one; under a limit
+    of ``p`` this runs those pairs' halves one after the other (docs/modelling.md §62).
+
+    Returns:
+        The timed schedule (method ``"<method>-fitted"``), or None: no memory limit, no pair
+        over it, a plain forward over it (left as it is, so the result would not fit), or
+        orders that cannot run.
+    """
+    inst = schedule.instance
+    if inst.memory_limit is None:
+        return None
+    limit, act = inst.memory_limit + 1e-9, inst.activation
+
+    def taken(step: Step) -> float:
+        return sum(act[a.stage] for a in step_actions(step) if a.kind == Kind.F)
+
+    def given(step: Step) -> float:
+        return sum(act[a.stage] * released_fraction(inst, a.kind) for a in step_actions(step))
+
+    orders, broken = [], 0
+    for row in schedule.orders():
+        held, out = 0.0, []
+        for step in row:
+            parts: list[Step] = [step]
+            if held + taken(step) > limit:
+                if not isinstance(step, Overlap):
+                    return None
+                parts, broken = [step.backward, step.forward], broken + 1
+            for part in parts:
+                out.append(part)
+                held += taken(part) - given(part)
+        orders.append(out)
+    if not broken:
+        return None
+    try:
+        return simulate(inst, orders, method=f"{schedule.method}-fitted")
+    except OrderError:
+        return None

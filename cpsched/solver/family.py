@@ -15,7 +15,8 @@ from ortools.sat.python import cp_model
 
 from cpsched.instance import Instance
 from cpsched.model import Schedule
-from cpsched.schedules.registry import validated
+from cpsched.schedules.registry import over_memory_limit, validated
+from cpsched.schedules.transforms import pairs_within_limit
 from cpsched.solver import lns
 from cpsched.solver.cpsat import full_subsolvers, solve_model
 from cpsched.solver.mirror import dualpipe_family_model, grid_cap, tight_middle_applies
@@ -35,6 +36,31 @@ FAMILY_MAX_ACTIONS, FAMILY_SHARE, FAMILY_DETERMINISTIC_TIME = 1536, 0.25, 10.0
 #: the p = 16 row: 95.5 (0.52 %) in 3-34 s over eight seeds since the outer devices' pairs
 #: are contiguous (§49; before, 23-82 s in 20 of 25 runs, none in 82-101 s in five)
 TARGET_GAP, TARGET_SHARE = 0.01, 0.7
+
+
+#: The window search starts from DualPipe fitted to the memory limit
+#: (:func:`cpsched.schedules.transforms.pairs_within_limit`) when that is at most this share
+#: longer than the warm start: on four bidirectional instances with pairs a limit of ``p``
+#: activations below DualPipe's ``p + 1``, the fitted DualPipe was 1.8-3.5 % longer than the
+#: best known schedule that fits, and 60 s of window search from it ended 1.3-2.8 % shorter
+#: than from that schedule (docs/modelling.md §62)
+FITTED_SLACK = 0.05
+
+
+def fitted_start(inst: Instance, candidates: Mapping[str, Schedule], horizon: int
+                 ) -> Schedule | None:
+    """DualPipe fitted to the memory limit (docs/modelling.md §62) as the window search's
+    start instead of the warm start of ``horizon`` ticks: with an overlap cost, a
+    ``dualpipe`` candidate over the memory limit whose fitted orders are valid and at most
+    :data:`FITTED_SLACK` longer than ``horizon``; else None."""
+    dualpipe = candidates.get("dualpipe")
+    if dualpipe is None or inst.overlap_forward_backward is None or not over_memory_limit(
+            dualpipe, inst):
+        return None
+    fitted = pairs_within_limit(dualpipe)
+    if fitted is None or inst.ticks(fitted.makespan) > (1 + FITTED_SLACK) * horizon:
+        return None
+    return None if validate(fitted) else fitted
 
 
 def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) -> bool:
@@ -153,6 +179,6 @@ def target_candidate(inst: Instance, dualpipe: Schedule, lb: int, seconds: float
                    "seconds": round(time.perf_counter() - t, 2)}
 
 
-__all__ = ["FAMILY_DETERMINISTIC_TIME", "FAMILY_MAX_ACTIONS", "FAMILY_SHARE", "TARGET_GAP",
-           "TARGET_SHARE", "family_applies", "family_candidate",
+__all__ = ["FAMILY_DETERMINISTIC_TIME", "FAMILY_MAX_ACTIONS", "FAMILY_SHARE", "FITTED_SLACK",
+           "TARGET_GAP", "TARGET_SHARE", "family_applies", "family_candidate", "fitted_start",
            "family_model", "target_applies", "target_candidate"]

@@ -31,6 +31,7 @@ from cpsched.solver.family import (
     TARGET_SHARE,
     family_applies,
     family_candidate,
+    fitted_start,
     target_applies,
     target_candidate,
 )
@@ -230,12 +231,16 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
     :func:`~cpsched.solver.family.target_applies`, the tight middle asked for a schedule
     within 1 % of ``lb`` (:func:`~cpsched.solver.family.target_candidate`, §48) with
     :data:`~cpsched.solver.family.TARGET_SHARE` of the time left; when it finds one, that
-    is the search's hint and the family does not run.
+    is the search's hint and the family does not run.  Where DualPipe is over the memory
+    limit and fitted to it is a little longer than the hint
+    (:func:`~cpsched.solver.family.fitted_start`, §62), the window search starts from the
+    fitted DualPipe; its result replaces the hint only when shorter.
 
     Args:
         start: ``(hint, horizon, lb)`` as for :func:`window_search`.
         known: the candidates and the ``Result.stats`` so far, which get
-            ``"target"`` and ``"dualpipe_family"`` (None when they did not run).
+            ``"target"``, ``"dualpipe_fitted"`` and ``"dualpipe_family"`` (None when they
+            did not run).
 
     Returns:
         ``(hint, horizon, the window search's stats)``.
@@ -257,8 +262,18 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
         seconds = FAMILY_SHARE * seconds_left(inst, deadline)
         runs = seconds >= MIN_WINDOW_SECONDS
     until = deadline - seconds if runs and seconds is not None else deadline
+    base = hint, horizon
+    fit = None if method == "model" or stats["target"] else fitted_start(inst, candidates,
+                                                                          horizon)
+    stats["dualpipe_fitted"] = None if fit is None else {"makespan": fit.makespan}
+    if fit is not None:  # §62: the search starts from DualPipe fitted to the limit
+        hint = pair_solution(inst, best_warm_start(inst, {"dualpipe-fitted": fit})[1])
+        horizon = hint.makespan
     hint, horizon, windows = window_search(inst, g, hint, horizon, lb, until, seed,
-                                           parameters, cb, stop, workers, method)
+                                           parameters, _Below(cb, base[1]), stop, workers,
+                                           method)
+    if horizon >= base[1]:  # never worse than the warm start
+        hint, horizon = base
     stats["dualpipe_family"] = None
     if runs and horizon > lb and not stop.requested:
         fam, stats["dualpipe_family"] = family_candidate(inst, candidates["dualpipe"], lb,
@@ -266,6 +281,21 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
         if fam is not None and inst.ticks(fam.makespan) < horizon:
             hint, horizon = _adopt(inst, fam, cb)
     return hint, horizon, windows
+
+
+class _Below:
+    """``cb`` (:class:`cpsched.solver.progress.Progress`) told of the window search's
+    improvements only below ``best`` (ticks): the search may start from a longer schedule
+    than the warm start (DualPipe fitted to the limit, §62)."""
+
+    def __init__(self, cb: Any, best: int) -> None:
+        self.cb, self.best = cb, best
+
+    def improved(self, makespan: int) -> None:
+        """A shorter schedule (ticks), passed on when below the best so far."""
+        if makespan < self.best:
+            self.best = makespan
+            self.cb.improved(makespan)
 
 
 def _adopt(inst: Instance, found: Schedule, cb: Any) -> tuple[PairSolution, int]:
