@@ -363,7 +363,8 @@ def _report(inst: Instance, res: Any, known: dict[str, Schedule]) -> None:
     fitted = res.stats.get("dualpipe_fitted")
     if fitted is not None:  # docs/modelling.md §62
         say(f"window search started from dualpipe fitted to the memory limit (pairs over it "
-            f"run backward, then forward): {fmt(fitted['makespan'])}")
+            f"run backward, then forward): {fmt(fitted['makespan'])}"
+            + ("" if fitted["shorter"] else "; not shorter than the warm start, kept"))
     ws = res.stats.get("window_search")
     if ws is not None:  # docs/modelling.md §17; from the warm start or the target's (§48)
         moves = ws.get("plateau_moves", 0)

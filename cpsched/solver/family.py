@@ -42,8 +42,8 @@ TARGET_GAP, TARGET_SHARE = 0.01, 0.7
 #: (:func:`cpsched.schedules.transforms.pairs_within_limit`) when that is at most this share
 #: longer than the warm start: on four bidirectional instances with pairs a limit of ``p``
 #: activations below DualPipe's ``p + 1``, the fitted DualPipe was 1.8-3.5 % longer than the
-#: best known schedule that fits, and 60 s of window search from it ended 1.3-2.8 % shorter
-#: than from that schedule (docs/modelling.md §62)
+#: best known schedule that fits, and 60 s of window search from it ended 1.9-3.8 % shorter
+#: than from that schedule (two runs each, docs/modelling.md §62)
 FITTED_SLACK = 0.05
 
 

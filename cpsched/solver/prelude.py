@@ -265,13 +265,16 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
     base = hint, horizon
     fit = None if method == "model" or stats["target"] else fitted_start(inst, candidates,
                                                                           horizon)
-    stats["dualpipe_fitted"] = None if fit is None else {"makespan": fit.makespan}
+    stats["dualpipe_fitted"] = None
     if fit is not None:  # §62: the search starts from DualPipe fitted to the limit
         hint = pair_solution(inst, best_warm_start(inst, {"dualpipe-fitted": fit})[1])
         horizon = hint.makespan
     hint, horizon, windows = window_search(inst, g, hint, horizon, lb, until, seed,
                                            parameters, _Below(cb, base[1]), stop, workers,
                                            method)
+    if fit is not None:
+        stats["dualpipe_fitted"] = None if windows is None else {
+            "makespan": fit.makespan, "shorter": horizon < base[1]}
     if horizon >= base[1]:  # never worse than the warm start
         hint, horizon = base
     stats["dualpipe_family"] = None
