@@ -231,10 +231,11 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
     :func:`~cpsched.solver.family.target_applies`, the tight middle asked for a schedule
     within 1 % of ``lb`` (:func:`~cpsched.solver.family.target_candidate`, §48) with
     :data:`~cpsched.solver.family.TARGET_SHARE` of the time left; when it finds one, that
-    is the search's hint and the family does not run.  Where DualPipe is over the memory
-    limit and fitted to it is a little longer than the hint
-    (:func:`~cpsched.solver.family.fitted_start`, §62), the window search starts from the
-    fitted DualPipe; its result replaces the hint only when shorter.
+    is the search's hint and the family does not run.  Where the window search keeps the
+    time (:func:`search_share`), DualPipe is over the memory limit and fitted to it is a
+    little longer than the hint (:func:`~cpsched.solver.family.fitted_start`, §62), the
+    window search starts from the fitted DualPipe; its result replaces the hint only when
+    shorter.
 
     Args:
         start: ``(hint, horizon, lb)`` as for :func:`window_search`.
@@ -263,8 +264,10 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
         runs = seconds >= MIN_WINDOW_SECONDS
     until = deadline - seconds if runs and seconds is not None else deadline
     base = hint, horizon
-    fit = None if method == "model" or stats["target"] else fitted_start(inst, candidates,
-                                                                          horizon)
+    # §62: only where the window search keeps the time (on small instances, where the full
+    # model follows it, the fitted start did not help: p8 m16 limit 8 49.5 against 49)
+    fit = None if search_share(inst, method) < 1.0 or method == "model" or stats[
+        "target"] else fitted_start(inst, candidates, horizon)
     stats["dualpipe_fitted"] = None
     if fit is not None:  # §62: the search starts from DualPipe fitted to the limit
         hint = pair_solution(inst, best_warm_start(inst, {"dualpipe-fitted": fit})[1])
