@@ -23,6 +23,7 @@ from cpsched.instance import Instance
 from cpsched.model import Schedule
 from cpsched.rules import released_fraction
 from cpsched.simulate import simulate
+from cpsched.validate import TOLERANCE
 
 
 def direction(instance: Instance, microbatch: int) -> int:
@@ -146,7 +147,7 @@ def pairs_within_limit(schedule: Schedule) -> Schedule | None:
     inst = schedule.instance
     if inst.memory_limit is None:
         return None
-    limit, act = inst.memory_limit + 1e-9, inst.activation
+    limit, act = inst.memory_limit + TOLERANCE, inst.activation  # the validator's rule
 
     def taken(step: Step) -> float:
         return sum(act[a.stage] for a in step_actions(step) if a.kind == Kind.F)

@@ -60,7 +60,7 @@ def fitted_start(inst: Instance, candidates: Mapping[str, Schedule], horizon: in
     fitted = pairs_within_limit(dualpipe)
     if fitted is None or inst.ticks(fitted.makespan) > (1 + FITTED_SLACK) * horizon:
         return None
-    return None if validate(fitted) else fitted
+    return None if validated(fitted, inst) else fitted  # kept for the warm start's check
 
 
 def family_applies(inst: Instance, candidates: Mapping[str, Schedule], lb: int) -> bool:

@@ -266,8 +266,8 @@ def search_and_family(inst: Instance, g: Any, start: tuple[Any, int, int],
     base = hint, horizon
     # §62: only where the window search keeps the time (on small instances, where the full
     # model follows it, the fitted start did not help: p8 m16 limit 8 49.5 against 49)
-    fit = None if search_share(inst, method) < 1.0 or method == "model" or stats[
-        "target"] else fitted_start(inst, candidates, horizon)
+    fit = None if search_share(inst, method) < 1.0 or method == "model" else fitted_start(
+        inst, candidates, horizon)
     stats["dualpipe_fitted"] = None
     if fit is not None:  # §62: the search starts from DualPipe fitted to the limit
         hint = pair_solution(inst, best_warm_start(inst, {"dualpipe-fitted": fit})[1])
